@@ -1,1 +1,112 @@
-"""agent_channel."""
+"""agent_channel: talk to a running agent.
+
+Every execution gets a channel. Producers hold an :class:`AgentRef` and
+``post`` cooperative items (folded in at the consumer's next boundary) or
+``interrupt`` (which stops the bound :meth:`AgentChannel.scope`). The consumer
+loop is the only writer of its conversation; it publishes events that
+producers subscribe to.
+"""
+
+from ._channel import (
+    AgentChannel,
+    AgentRef,
+    Approver,
+    Subscriber,
+    agent_channel,
+    open_channel,
+)
+from ._consume import Folded, fold, repair, wait_for_message
+from ._content import (
+    Content,
+    ContentImage,
+    ContentReasoning,
+    ContentResource,
+    ContentResourceLink,
+    ContentText,
+    content_text,
+)
+from ._errors import AgentInterrupted, ChannelClosed, NotOwner
+from ._events import (
+    AwaitingInput,
+    ExecutionEvent,
+    ExecutionFinished,
+    ItemsDrained,
+    MessageAppended,
+    ModelCallFinished,
+    ModelCallStarted,
+    ModelDelta,
+    StopReason,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolKind,
+    TurnCancelled,
+    TurnEnded,
+    TurnStarted,
+    TurnState,
+    Usage,
+)
+from ._items import AnyItem, Cancel, CancelReason, ChannelItem, UserMessage, parse_item
+from ._messages import (
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageSystem,
+    ChatMessageTool,
+    ChatMessageUser,
+    ToolCall,
+    new_id,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentChannel",
+    "AgentInterrupted",
+    "AgentRef",
+    "AnyItem",
+    "Approver",
+    "AwaitingInput",
+    "Cancel",
+    "CancelReason",
+    "ChannelClosed",
+    "ChannelItem",
+    "ChatMessage",
+    "ChatMessageAssistant",
+    "ChatMessageSystem",
+    "ChatMessageTool",
+    "ChatMessageUser",
+    "Content",
+    "ContentImage",
+    "ContentReasoning",
+    "ContentResource",
+    "ContentResourceLink",
+    "ContentText",
+    "ExecutionEvent",
+    "ExecutionFinished",
+    "Folded",
+    "ItemsDrained",
+    "MessageAppended",
+    "ModelCallFinished",
+    "ModelCallStarted",
+    "ModelDelta",
+    "NotOwner",
+    "StopReason",
+    "Subscriber",
+    "ToolCall",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "ToolKind",
+    "TurnCancelled",
+    "TurnEnded",
+    "TurnStarted",
+    "TurnState",
+    "Usage",
+    "UserMessage",
+    "agent_channel",
+    "content_text",
+    "fold",
+    "new_id",
+    "open_channel",
+    "parse_item",
+    "repair",
+    "wait_for_message",
+]

@@ -1,0 +1,121 @@
+"""The consumer facade: turning drained items into conversation edits.
+
+A loop drains at its boundaries and calls :func:`fold`; after an interrupt it
+calls :func:`repair` so the next model call sees a well-formed conversation,
+and :func:`wait_for_message` to park until the operator says what to do next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ._channel import AgentChannel
+from ._content import Content, ContentText
+from ._events import AwaitingInput, StopReason
+from ._items import Cancel, CancelReason, ChannelItem, UserMessage
+from ._messages import ChatMessage, ChatMessageAssistant, ChatMessageTool, ChatMessageUser
+
+_REPAIR_TEXT: dict[CancelReason, str] = {
+    "user_cancel": "Tool call cancelled by the operator.",
+    "limit": "Tool call cancelled by a limit.",
+    "system": "Tool call cancelled by the system.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """What a batch of drained items means for the conversation."""
+
+    messages: list[ChatMessageUser] = field(default_factory=list[ChatMessageUser])
+    """User messages to append, consecutive ones from one source already joined."""
+    cancel: Cancel | None = None
+    """The last Cancel in the batch, if any."""
+    other: list[ChannelItem] = field(default_factory=list[ChannelItem])
+    """Items of types this facade does not know (added by other packages)."""
+
+
+def fold(items: Iterable[ChannelItem]) -> Folded:
+    """Coalesce runs of messages from one source into one user message (blank line between).
+
+    Cancels do not break a run: they are control, not conversation.
+    """
+    runs: list[list[UserMessage]] = []
+    cancel: Cancel | None = None
+    other: list[ChannelItem] = []
+    for item in items:
+        if isinstance(item, UserMessage):
+            if runs and runs[-1][0].source == item.source:
+                runs[-1].append(item)
+            else:
+                runs.append([item])
+        elif isinstance(item, Cancel):
+            cancel = item
+        else:
+            other.append(item)
+    return Folded([_join(run) for run in runs], cancel, other)
+
+
+def _join(run: list[UserMessage]) -> ChatMessageUser:
+    first = run[0]
+    if len(run) == 1:
+        return ChatMessageUser(id=first.id, content=first.content, source=first.source)
+    if all(isinstance(m.content, str) for m in run):
+        content: str | tuple[Content, ...] = "\n\n".join(m.text for m in run)
+    else:
+        parts: list[Content] = []
+        for i, m in enumerate(run):
+            if i:
+                parts.append(ContentText(text="\n\n"))
+            parts.extend(m.parts)
+        content = _merge_text(parts)
+    return ChatMessageUser(id=first.id, content=content, source=first.source)
+
+
+def _merge_text(parts: list[Content]) -> tuple[Content, ...]:
+    merged: list[Content] = []
+    for p in parts:
+        prev = merged[-1] if merged else None
+        if isinstance(p, ContentText) and isinstance(prev, ContentText):
+            merged[-1] = ContentText(text=prev.text + p.text)
+        else:
+            merged.append(p)
+    return tuple(merged)
+
+
+def repair(
+    messages: Sequence[ChatMessage], reason: CancelReason = "user_cancel"
+) -> list[ChatMessageTool]:
+    """Synthetic results for every tool call of the last assistant message left unanswered.
+
+    Append them so the next model call is well-formed after an interrupt.
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, ChatMessageAssistant):
+            answered = {r.tool_call_id for r in messages[i + 1 :] if isinstance(r, ChatMessageTool)}
+            return [
+                ChatMessageTool(
+                    tool_call_id=call.id,
+                    function=call.name,
+                    content=_REPAIR_TEXT[reason],
+                    error="cancelled",
+                )
+                for call in m.tool_calls
+                if call.id not in answered
+            ]
+    return []
+
+
+async def wait_for_message(channel: AgentChannel, stop_reason: StopReason = "end_turn") -> Folded:
+    """Park until a message (or an unknown item) arrives; a stray Cancel does not end the wait.
+
+    Publishes :class:`AwaitingInput` first, so producers know the agent is idle
+    and why it stopped.
+    """
+    if channel.observed:
+        channel.publish(AwaitingInput(stop_reason=stop_reason))
+    while True:
+        folded = fold(await channel.receive())
+        if folded.messages or folded.other:
+            return Folded(folded.messages, None, folded.other)

@@ -1,0 +1,26 @@
+"""The core's exceptions."""
+
+from __future__ import annotations
+
+from ._items import Cancel
+
+
+class AgentInterrupted(Exception):
+    """Raised out of :meth:`AgentChannel.scope` when this channel's interrupt stopped it.
+
+    Only the channel's own :meth:`~AgentChannel.interrupt` produces it: a
+    deadline, a task group shutting down or Ctrl-C propagates as the
+    cancellation it is.
+    """
+
+    def __init__(self, cancel: Cancel) -> None:
+        super().__init__(f"interrupted ({cancel.reason})")
+        self.cancel = cancel
+
+
+class ChannelClosed(RuntimeError):
+    """The execution behind this channel has finished; the item was not delivered."""
+
+
+class NotOwner(RuntimeError):
+    """A consumer-side call came from a task that does not own the channel."""

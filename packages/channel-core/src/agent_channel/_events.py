@@ -1,0 +1,173 @@
+"""What an execution publishes: the event vocabulary producers render.
+
+Events are frozen pydantic models. The consumer publishes them through its
+channel; producers receive them through :meth:`AgentRef.subscribe`. Nothing
+here names a particular consumer or producer.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._frozen import FrozenJsonObject
+from ._items import AnyItem, Cancel
+from ._messages import ChatMessage, ChatMessageAssistant
+
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+"""Why a stretch of work stopped; the same words ACP uses, none of them ACP-specific."""
+
+TurnState = Literal["idle", "started", "ended", "cancelled"]
+"""The channel's last scope transition (``idle``: no scope entered yet)."""
+
+
+class Usage(BaseModel):
+    """Token counts of one model call (or a sum of several)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    reasoning_tokens: int | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        r = (
+            None
+            if self.reasoning_tokens is None and other.reasoning_tokens is None
+            else (self.reasoning_tokens or 0) + (other.reasoning_tokens or 0)
+        )
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            reasoning_tokens=r,
+        )
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TurnStarted(_Event):
+    """A scope was entered: interruptible work began."""
+
+    type: Literal["turn_started"] = "turn_started"
+
+
+class TurnEnded(_Event):
+    """A scope exited normally."""
+
+    type: Literal["turn_ended"] = "turn_ended"
+
+
+class TurnCancelled(_Event):
+    """A scope was stopped by this channel's interrupt."""
+
+    type: Literal["turn_cancelled"] = "turn_cancelled"
+    cancel: Cancel
+
+
+class ItemsDrained(_Event):
+    """The consumer took these items off the queue (they reached it)."""
+
+    type: Literal["items_drained"] = "items_drained"
+    items: tuple[AnyItem, ...]
+
+
+class MessageAppended(_Event):
+    """A message became part of the conversation, at ``index``."""
+
+    type: Literal["message_appended"] = "message_appended"
+    message: ChatMessage
+    index: int
+
+
+class ModelCallStarted(_Event):
+    """A model call began."""
+
+    type: Literal["model_call_started"] = "model_call_started"
+    call_id: str
+    model: str | None = None
+
+
+class ModelDelta(_Event):
+    """A streamed piece of a model call's output; ``message_id`` is stable per message."""
+
+    type: Literal["model_delta"] = "model_delta"
+    call_id: str
+    message_id: str
+    kind: Literal["text", "reasoning"]
+    text: str
+
+
+class ModelCallFinished(_Event):
+    """A model call ended; ``cancelled`` calls carry no message (nothing partial is kept)."""
+
+    type: Literal["model_call_finished"] = "model_call_finished"
+    call_id: str
+    message: ChatMessageAssistant | None = None
+    stop_reason: StopReason | None = None
+    usage: Usage | None = None
+    cancelled: bool = False
+    error: str | None = None
+
+
+ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
+
+
+class ToolCallStarted(_Event):
+    """A tool call is about to run."""
+
+    type: Literal["tool_call_started"] = "tool_call_started"
+    tool_call_id: str
+    name: str
+    arguments: FrozenJsonObject
+    title: str | None = None
+    kind: ToolKind = "other"
+
+
+class ToolCallFinished(_Event):
+    """A tool call ended: ``completed``, ``failed`` (an error) or ``cancelled``."""
+
+    type: Literal["tool_call_finished"] = "tool_call_finished"
+    tool_call_id: str
+    name: str
+    status: Literal["completed", "failed", "cancelled"]
+    content: str = ""
+    error: str | None = None
+
+
+class AwaitingInput(_Event):
+    """The consumer parked until a message arrives; ``stop_reason`` says why it stopped."""
+
+    type: Literal["awaiting_input"] = "awaiting_input"
+    stop_reason: StopReason = "end_turn"
+
+
+class ExecutionFinished(_Event):
+    """The execution ended; ``undelivered`` lists items nobody drained."""
+
+    type: Literal["execution_finished"] = "execution_finished"
+    stop_reason: StopReason | None = None
+    undelivered: tuple[AnyItem, ...] = ()
+    error: str | None = None
+
+
+ExecutionEvent = Annotated[
+    TurnStarted
+    | TurnEnded
+    | TurnCancelled
+    | ItemsDrained
+    | MessageAppended
+    | ModelCallStarted
+    | ModelDelta
+    | ModelCallFinished
+    | ToolCallStarted
+    | ToolCallFinished
+    | AwaitingInput
+    | ExecutionFinished,
+    Field(discriminator="type"),
+]
+"""Any event an execution publishes."""
