@@ -1,3 +1,5 @@
+# pyright: reportPrivateUsage=false
+# (the scope, the ref and the channel are one unit split for their different audiences)
 """The channel: one per execution, many producers, one consumer.
 
 Hot paths are written for their cost: ``post`` is an append and a check,
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from types import TracebackType
@@ -390,7 +392,7 @@ def agent_channel() -> AgentChannel:
 
 
 @asynccontextmanager
-async def open_channel(*, approver: Approver | None = None) -> AsyncIterator[AgentChannel]:
+async def open_channel(*, approver: Approver | None = None) -> AsyncGenerator[AgentChannel, None]:
     """Start an execution: a fresh channel, ambient for the block.
 
     Tasks started inside the block inherit it (contextvars are copied at task

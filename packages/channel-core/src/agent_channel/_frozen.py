@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import AfterValidator, PlainSerializer
 
@@ -12,7 +12,8 @@ from pydantic import AfterValidator, PlainSerializer
 def freeze(value: Any) -> Any:
     """Return ``value`` with every dict made a read-only mapping and every list a tuple."""
     if isinstance(value, Mapping):
-        return MappingProxyType({k: freeze(v) for k, v in value.items()})  # pyright: ignore[reportUnknownVariableType]
+        items = cast(Mapping[Any, Any], value).items()
+        return MappingProxyType({k: freeze(v) for k, v in items})
     if isinstance(value, list | tuple):
         return tuple(freeze(v) for v in value)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
     return value

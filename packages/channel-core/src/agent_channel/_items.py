@@ -75,7 +75,7 @@ def parse_item(data: Any) -> ChannelItem:
 class UserMessage(ChannelItem):
     """A cooperative message for the agent, folded in at its next boundary."""
 
-    type: Literal["user_message"] = "user_message"
+    type: Literal["user_message"] = "user_message"  # pyright: ignore[reportIncompatibleVariableOverride]
     content: str | tuple[Content, ...]
     source: str = "operator"
 
@@ -102,7 +102,7 @@ CancelReason = Literal["user_cancel", "limit", "system"]
 class Cancel(ChannelItem):
     """The control-plane item: stop the work in progress."""
 
-    type: Literal["cancel"] = "cancel"
+    type: Literal["cancel"] = "cancel"  # pyright: ignore[reportIncompatibleVariableOverride]
     reason: CancelReason = "user_cancel"
 
     def __init__(self, reason: CancelReason | None = None, /, **data: Any) -> None:
