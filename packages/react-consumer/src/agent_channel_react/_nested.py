@@ -1,0 +1,124 @@
+"""Nested executions: every child agent runs on a fresh channel of its own.
+
+A child's channel is real and works (whoever gets its ref can post to it and
+interrupt it), but nothing attaches to it by default, so it is inert. The
+parent's producers hold the parent's ref and have no path to it. A child run
+as a tool is awaited inside the parent's scope, so interrupting the parent
+stops the child with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from agent_channel import (
+    AgentRef,
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageSystem,
+    ChatMessageUser,
+    open_channel,
+)
+
+from ._agent import Agent
+from ._state import AgentState
+from ._tool import Tool, ToolOutput, tool
+
+OnRef = Callable[[AgentRef], object]
+"""Called with the child's ref before the child starts (to post to it or interrupt it)."""
+
+
+def _state(input: str | Sequence[ChatMessage] | AgentState) -> AgentState:
+    if isinstance(input, AgentState):
+        return input
+    if isinstance(input, str):
+        return AgentState(messages=[ChatMessageUser(content=input)])
+    return AgentState(messages=list(input))
+
+
+async def run(
+    agent: Agent,
+    input: str | Sequence[ChatMessage] | AgentState,
+    *,
+    on_ref: OnRef | None = None,
+) -> AgentState:
+    """Run ``agent`` as its own execution, on a fresh channel."""
+    state = _state(input)
+    async with open_channel() as ch:
+        if on_ref is not None:
+            on_ref(ch.ref())
+        return await agent(state)
+
+
+def _answer(state: AgentState) -> str:
+    return state.output.completion or (state.output.message.text if state.output.message else "")
+
+
+def as_tool(
+    agent: Agent,
+    *,
+    name: str,
+    description: str,
+    on_ref: OnRef | None = None,
+) -> Tool:
+    """``agent`` as a tool: it gets the ``input`` text and its answer is the result."""
+
+    async def delegate(input: str) -> str:
+        """Delegate a task.
+
+        Args:
+            input: What the agent should do, with everything it needs to know.
+        """
+        return _answer(await run(agent, input, on_ref=on_ref))
+
+    return tool(name=name, description=description, kind="other", title=f"{name}: {{input}}")(
+        delegate
+    )
+
+
+def handoff(
+    agent: Agent,
+    *,
+    name: str,
+    description: str,
+    on_ref: OnRef | None = None,
+) -> Tool:
+    """Hand the conversation to ``agent``; what it says comes back into the parent's.
+
+    The child sees the parent's conversation (without the parent's system
+    message and the pending handoff call). Its replies return as assistant
+    text; its own tool traffic stays with it, since the parent's model was
+    never offered those tools.
+    """
+
+    async def transfer(conversation: tuple[ChatMessage, ...]) -> ToolOutput:
+        before = [m for m in conversation if not isinstance(m, ChatMessageSystem)]
+        if before and isinstance(before[-1], ChatMessageAssistant):
+            last = before[-1]
+            before[-1] = last.model_copy(update={"tool_calls": ()})
+        state = await run(agent, list(before), on_ref=on_ref)
+        new = state.messages[len(before) :]
+        back: list[ChatMessage] = [
+            ChatMessageAssistant(content=f"[{name}] {m.text}", model=m.model)
+            for m in new
+            if isinstance(m, ChatMessageAssistant) and m.text
+        ]
+        return ToolOutput(f"{name} took over and has finished.", tuple(back))
+
+    t = tool(name=name, description=description, kind="other", title=f"handing off to {name}")(
+        _no_args
+    )
+    return Tool(
+        name=t.name,
+        description=t.description,
+        parameters=t.parameters,
+        fn=transfer,
+        kind=t.kind,
+        title=t.title,
+        wants_conversation=True,
+        _validator=t._validator,  # pyright: ignore[reportPrivateUsage]
+    )
+
+
+async def _no_args() -> None:
+    """Takes no arguments."""

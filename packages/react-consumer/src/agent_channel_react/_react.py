@@ -1,0 +1,387 @@
+"""The ReAct loop, as a consumer of the execution's channel.
+
+One iteration ("turn") is: drain and fold what producers queued, then one
+``scope()`` around the model call *and* the tool calls it asks for. An
+interrupt anywhere in that region surfaces as ``AgentInterrupted``; the loop
+repairs the conversation and waits for the operator (stop-and-wait), unless a
+message came with the interrupt, in which case it carries on at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import anyio
+from agent_channel import (
+    AgentChannel,
+    AgentInterrupted,
+    Cancel,
+    ChatMessage,
+    ChatMessageSystem,
+    ChatMessageTool,
+    ChatMessageUser,
+    Folded,
+    MessageAppended,
+    ModelCallFinished,
+    ModelCallStarted,
+    ModelDelta,
+    StopReason,
+    TurnCancelled,
+    agent_channel,
+    fold,
+    new_id,
+    repair,
+    wait_for_message,
+)
+
+from ._execute import execute_tools
+from ._model import GenerateConfig, Model, ModelOutput, Stream
+from ._state import AgentState, EndReason
+from ._tool import Tool, tool
+
+DEFAULT_PROMPT = (
+    "You are a capable assistant. Work step by step: say briefly what you are about to do, "
+    "use the tools available to you, and check their results before relying on them."
+)
+SUBMIT_PROMPT = (
+    "When you have the final answer, call the {submit}() tool with it; that ends the run."
+)
+CONTINUE_PROMPT = (
+    "Go on with the next step. If you already have the final answer, call {submit}() with it."
+)
+INCORRECT_MESSAGE = (
+    "That answer was not accepted. Look at the problem again and submit a better one."
+)
+
+AnswerChecker = Callable[[str, AgentState], Awaitable[bool]]
+"""Decides whether a submitted answer is correct (``True`` ends the run)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Submit:
+    """The submit tool's name and description."""
+
+    name: str = "submit"
+    description: str = "Submit your final answer; the run ends with it."
+
+
+@dataclass(frozen=True, slots=True)
+class Attempts:
+    """How many answers the model may submit, and how they are judged."""
+
+    attempts: int = 1
+    checker: AnswerChecker | None = None
+    """Without a checker every answer is accepted."""
+    incorrect_message: str = INCORRECT_MESSAGE
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Ceilings that end a run (or, interactively, a prompt) with a clear reason."""
+
+    max_turns: int | None = None
+    """Model calls in the whole run."""
+    max_turn_requests: int | None = None
+    """Model calls since the last user message; interactively the agent parks instead."""
+    message_limit: int | None = None
+    """Messages in the conversation."""
+    token_limit: int | None = None
+    """Total tokens used by the run."""
+
+
+class ReactAgent:
+    """A configured ReAct agent: call it with an :class:`AgentState`."""
+
+    def __init__(
+        self,
+        *,
+        model: Model,
+        tools: Sequence[Tool],
+        system: str | None,
+        submit: Submit | None,
+        attempts: Attempts,
+        continue_prompt: str,
+        limits: Limits,
+        config: GenerateConfig,
+        name: str | None,
+        description: str | None,
+    ) -> None:
+        self.model = model
+        self.submit = submit
+        self.attempts = attempts
+        self.continue_prompt = continue_prompt
+        self.limits = limits
+        self.config = config
+        self.name = name
+        self.description = description
+        tools = list(tools)
+        if submit is not None:
+            tools.append(_submit_tool(submit))
+        self.tools = {t.name: t for t in tools}
+        if len(self.tools) != len(tools):
+            raise ValueError("tool names must be unique")
+        self.tool_infos = tuple(t.info for t in tools)
+        self.system = system
+
+    async def __call__(self, state: AgentState, /) -> AgentState:
+        return await _Run(self, state, agent_channel()).run()
+
+
+def react(
+    *,
+    model: Model,
+    tools: Sequence[Tool] = (),
+    prompt: str | None = DEFAULT_PROMPT,
+    submit: bool | Submit = True,
+    attempts: int | Attempts = 1,
+    on_continue: str | None = None,
+    max_turns: int | None = None,
+    max_turn_requests: int | None = None,
+    message_limit: int | None = None,
+    token_limit: int | None = None,
+    config: GenerateConfig | None = None,
+    name: str | None = None,
+    description: str | None = None,
+) -> ReactAgent:
+    """A ReAct agent: the model reasons and calls tools until it is done.
+
+    With ``submit`` (the default) the run ends when the model calls the submit
+    tool; when it stops calling tools it is urged on with ``on_continue``.
+    With ``submit=False`` the agent is interactive: an answer without tool
+    calls ends the prompt, and the agent parks for the next operator message
+    when a live producer is attached (``ref.mark_live()``), or ends otherwise.
+    """
+    sub = Submit() if submit is True else (submit or None)
+    if sub is None and on_continue is not None:
+        raise ValueError("on_continue needs the submit tool: without it an answer ends the prompt")
+    system = prompt
+    if prompt is not None and sub is not None:
+        system = f"{prompt}\n\n{SUBMIT_PROMPT.format(submit=sub.name)}"
+    return ReactAgent(
+        model=model,
+        tools=tools,
+        system=system,
+        submit=sub,
+        attempts=Attempts(attempts) if isinstance(attempts, int) else attempts,
+        continue_prompt=(on_continue or CONTINUE_PROMPT).replace(
+            "{submit}", sub.name if sub else ""
+        ),
+        limits=Limits(max_turns, max_turn_requests, message_limit, token_limit),
+        config=config or GenerateConfig(),
+        name=name,
+        description=description,
+    )
+
+
+def _submit_tool(submit: Submit) -> Tool:
+    async def answer(answer: str) -> str:
+        """Submit an answer.
+
+        Args:
+            answer: The final answer.
+        """
+        return answer
+
+    return tool(name=submit.name, description=submit.description, kind="other")(answer)
+
+
+class _Run:
+    """One call of a :class:`ReactAgent`: the loop and its bookkeeping."""
+
+    def __init__(self, agent: ReactAgent, state: AgentState, ch: AgentChannel) -> None:
+        self.agent = agent
+        self.state = state
+        self.ch = ch
+        self.turns = 0
+        self.requests = 0  # model calls since the last user message
+
+    # -- the loop ------------------------------------------------------------------
+
+    async def run(self) -> AgentState:
+        agent, state, ch = self.agent, self.state, self.ch
+        messages = state.messages
+        if agent.system is not None and not (
+            messages and isinstance(messages[0], ChatMessageSystem)
+        ):
+            messages.insert(0, ChatMessageSystem(content=agent.system))
+        if ch.observed:
+            for i, m in enumerate(messages):
+                ch.publish(MessageAppended(message=m, index=i))
+        interactive = agent.submit is None
+        if interactive and ch.is_live and not any(isinstance(m, ChatMessageUser) for m in messages):
+            self.take(await wait_for_message(ch, "end_turn"))
+        submitted = 0
+        while True:
+            items = ch.drain()
+            if items:
+                folded = fold(items)
+                if folded.cancel is not None:
+                    # The interrupt landed between scopes: honour it as if it had stopped one.
+                    if ch.observed:
+                        ch.publish(TurnCancelled(cancel=folded.cancel))
+                    await self.stop(folded, folded.cancel)
+                else:
+                    self.take(folded)
+            hit = self.limit_hit()
+            if hit is not None:
+                end, detail = hit
+                if end == "max_turn_requests" and interactive and ch.is_live:
+                    self.take(await wait_for_message(ch, "max_turn_requests"))
+                    continue
+                return self.finish(
+                    end, detail, "max_tokens" if end == "token_limit" else "max_turn_requests"
+                )
+            answer: str | None = None
+            accepted = False
+            try:
+                with ch.scope():
+                    output = await self.generate()
+                    self.append(output.message)
+                    if output.message.tool_calls:
+                        results = await execute_tools(
+                            ch, output.message, agent.tools, messages, self.append
+                        )
+                        answer = self.submission(results)
+                        if answer is not None:
+                            submitted += 1
+                            accepted = await self.judge(answer)
+            except AgentInterrupted as e:
+                await self.stop(fold(ch.drain()), e.cancel)
+                continue
+            if answer is not None:
+                if accepted:
+                    return self.finish(
+                        "submitted", "the model submitted an answer", "end_turn", answer
+                    )
+                if submitted >= agent.attempts.attempts:
+                    detail = f"no accepted answer in {submitted} attempt(s)"
+                    return self.finish("attempts", detail, "end_turn", answer)
+                self.append(ChatMessageUser(content=agent.attempts.incorrect_message))
+                continue
+            if output.message.tool_calls:
+                continue
+            if not interactive:
+                self.append(ChatMessageUser(content=agent.continue_prompt))
+                continue
+            if ch.is_live:
+                self.take(await wait_for_message(ch, output.stop_reason))
+                continue
+            return self.finish("answered", "the model answered", output.stop_reason)
+
+    # -- pieces --------------------------------------------------------------------
+
+    def append(self, message: ChatMessage) -> None:
+        """The one way a message enters the conversation (so it is always published)."""
+        messages = self.state.messages
+        messages.append(message)
+        if self.ch.observed:
+            self.ch.publish(MessageAppended(message=message, index=len(messages) - 1))
+
+    def take(self, folded: Folded) -> None:
+        for m in folded.messages:
+            self.append(m)
+        if folded.messages:
+            self.requests = 0
+
+    async def stop(self, folded: Folded, cancel: Cancel) -> None:
+        """After an interrupt: repair, then carry on with the redirect or wait for one."""
+        reason = (folded.cancel or cancel).reason
+        for m in repair(self.state.messages, reason):
+            self.append(m)
+        if not folded.messages and not folded.other:
+            folded = await wait_for_message(self.ch, "cancelled")
+        self.take(folded)
+
+    async def generate(self) -> ModelOutput:
+        agent, ch, state = self.agent, self.ch, self.state
+        self.turns += 1
+        self.requests += 1
+        message_id = new_id()
+        observed = ch.observed  # one call's events are all published, or none
+        if observed:
+            call_id = new_id()
+            ch.publish(ModelCallStarted(call_id=call_id, model=agent.model.name))
+
+            def text(d: str) -> None:
+                ch.publish(ModelDelta(call_id=call_id, message_id=message_id, kind="text", text=d))
+
+            def reasoning(d: str) -> None:
+                ch.publish(
+                    ModelDelta(call_id=call_id, message_id=message_id, kind="reasoning", text=d)
+                )
+
+            stream = Stream(message_id, text, reasoning)
+        else:
+            call_id = ""
+            stream = Stream(message_id)
+        try:
+            output = await agent.model.generate(
+                state.messages, agent.tool_infos, agent.config, stream
+            )
+        except anyio.get_cancelled_exc_class():
+            if observed:
+                ch.publish(ModelCallFinished(call_id=call_id, cancelled=True))
+            raise
+        except Exception as e:
+            if observed:
+                ch.publish(ModelCallFinished(call_id=call_id, error=f"{type(e).__name__}: {e}"))
+            raise
+        if output.message.id != message_id:
+            message = output.message.model_copy(update={"id": message_id})
+            output = output.model_copy(update={"message": message})
+        if observed:
+            ch.publish(
+                ModelCallFinished(
+                    call_id=call_id,
+                    message=output.message,
+                    stop_reason=output.stop_reason,
+                    usage=output.usage,
+                )
+            )
+        out = state.output
+        out.message = output.message
+        out.stop_reason = output.stop_reason
+        if output.usage is not None:
+            out.usage = out.usage + output.usage
+        return output
+
+    def submission(self, results: list[ChatMessageTool]) -> str | None:
+        submit = self.agent.submit
+        if submit is None:
+            return None
+        for r in results:
+            if r.function == submit.name and r.error is None:
+                return r.text
+        return None
+
+    async def judge(self, answer: str) -> bool:
+        checker = self.agent.attempts.checker
+        if checker is None:
+            return True
+        return await checker(answer, self.state)
+
+    def limit_hit(self) -> tuple[EndReason, str] | None:
+        lim, state = self.agent.limits, self.state
+        if lim.max_turns is not None and self.turns >= lim.max_turns:
+            return "max_turns", f"reached max_turns ({lim.max_turns} model calls)"
+        if lim.max_turn_requests is not None and self.requests >= lim.max_turn_requests:
+            return "max_turn_requests", (
+                f"reached max_turn_requests ({lim.max_turn_requests} model calls for one prompt)"
+            )
+        if lim.message_limit is not None and len(state.messages) >= lim.message_limit:
+            return "message_limit", f"reached message_limit ({lim.message_limit} messages)"
+        if lim.token_limit is not None and state.output.usage.total_tokens >= lim.token_limit:
+            return "token_limit", f"reached token_limit ({lim.token_limit} tokens)"
+        return None
+
+    def finish(
+        self, end: EndReason, detail: str, stop_reason: StopReason, answer: str | None = None
+    ) -> AgentState:
+        out = self.state.output
+        out.end = end
+        out.detail = detail
+        out.stop_reason = stop_reason
+        out.completion = answer if answer is not None else (out.message.text if out.message else "")
+        self.ch.stop_reason = stop_reason
+        return self.state
