@@ -1,0 +1,209 @@
+"""The ACP agent: a plain handler class the SDK routes to, and the serve loop.
+
+Deliberately not a subclass of ``acp.Agent``: the Protocol's inherited stubs
+would answer ``{}`` for methods we do not implement instead of -32601.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any, cast
+from uuid import uuid4
+
+from acp import PROTOCOL_VERSION, Agent, RequestError
+from acp.agent.connection import AgentSideConnection
+from acp.schema import (
+    AgentCapabilities,
+    ClientCapabilities,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PromptCapabilities,
+    PromptResponse,
+)
+
+from . import _mapping as m
+from ._session import Body, Session
+from ._transport import LineTransport
+from ._version import __version__
+
+log = logging.getLogger("agent_channel_acp")
+
+AgentFactory = Callable[..., Body]
+"""``factory(model) -> body``: what ``--agent module:attr`` names."""
+
+_METHODS = {
+    "initialize": "initialize",
+    "session/new": "new_session",
+    "session/load": "load_session",
+    "session/prompt": "prompt",
+    "session/cancel": "cancel",
+}
+
+
+class AcpServer:
+    """Serves one ACP connection: each ``session/new`` starts one top-level execution."""
+
+    def __init__(
+        self,
+        factory: AgentFactory,
+        *,
+        model: str | None = None,
+        approve: bool = False,
+        context_window: int | None = None,
+    ) -> None:
+        self._factory = factory
+        self._model = model
+        self._approve = approve
+        self._context_window = context_window
+        self._sessions: dict[str, Session] = {}
+        self._conn: AgentSideConnection | None = None
+
+    def on_connect(self, conn: AgentSideConnection) -> None:
+        self._conn = conn
+
+    # -- ACP methods -------------------------------------------------------------------
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Implementation | None = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=min(protocol_version, PROTOCOL_VERSION)
+            if protocol_version >= 1
+            else PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(
+                    image=True, audio=False, embedded_context=True
+                ),
+            ),
+            agent_info=Implementation(
+                name="agent-channel-acp", title="agent-channel", version=__version__
+            ),
+            auth_methods=[],
+        )
+
+    async def new_session(
+        self,
+        cwd: str,
+        mcp_servers: list[Any] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> NewSessionResponse:
+        if mcp_servers:
+            log.info("ignoring %d MCP server(s): not supported", len(mcp_servers))
+        assert self._conn is not None
+        try:
+            body = self._factory(self._model)
+        except Exception as e:
+            log.exception("the agent factory failed")
+            raise RequestError.internal_error(
+                {"reason": "the agent factory failed", "details": repr(e)}
+            ) from e
+        session = Session(
+            uuid4().hex,
+            self._conn,
+            body,
+            approve=self._approve,
+            context_window=self._context_window,
+        )
+        self._sessions[session.id] = session
+        await session.start()
+        # Updates flow once the transport reports this response written (see serve()).
+        return NewSessionResponse(session_id=session.id)
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[Any] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> LoadSessionResponse:
+        session = self._session(session_id)
+        await session.replay()
+        return LoadSessionResponse()
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+        session = self._session(session_id)
+        if not prompt:
+            raise RequestError.invalid_params({"reason": "the prompt is empty"})
+        return await session.prompt(m.prompt_content(prompt))
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        session = self._sessions.get(session_id)
+        if session is None:
+            log.warning("cancel for unknown session %r ignored", session_id)
+            return
+        session.cancel()
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        log.info("ignoring extension notification _%s", method)
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _session(self, session_id: str) -> Session:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise RequestError.invalid_params(
+                {
+                    "reason": "unknown session: this connection holds no such session",
+                    "sessionId": session_id,
+                }
+            )
+        return session
+
+    def session_announced(self, method: str, response: dict[str, Any]) -> None:
+        """Transport hook: the ``session/new`` response is written; the session may speak."""
+        result = response.get("result")
+        if method == "session/new" and isinstance(result, dict):
+            session = self._sessions.get(str(result.get("sessionId")))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+            if session is not None:
+                session.open()
+
+    def shadowed_names(self) -> dict[str, frozenset[str]]:
+        """Per method, the handler's parameter names that a ``_meta`` key must not replace."""
+        out: dict[str, frozenset[str]] = {}
+        for method, attr in _METHODS.items():
+            params = inspect.signature(getattr(self, attr)).parameters
+            names = {n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
+            out[method] = frozenset(names | {"self"})
+        return out
+
+    async def shutdown(self) -> None:
+        """End every execution (EOF on the transport)."""
+        sessions = list(self._sessions.values())
+        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+
+
+async def serve(
+    server: AcpServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """Serve ``server`` over a byte-stream pair until the peer closes its side."""
+    transport = LineTransport(
+        reader,
+        writer,
+        shadowed=server.shadowed_names(),
+        watch=frozenset({"session/new"}),
+        on_response=server.session_announced,
+    )
+    # A plain class on purpose (see the module docstring), hence the cast.
+    conn = AgentSideConnection(cast("Agent", server), transport, listening=False)
+    try:
+        await conn.listen()
+    finally:
+        try:
+            await server.shutdown()
+        finally:
+            await asyncio.shield(conn.close())
