@@ -46,9 +46,7 @@ async def test_posted_message_is_folded_at_the_next_boundary_not_before() -> Non
         ]
 
 
-async def test_interrupt_during_a_long_await_raises_and_the_loop_takes_the_redirect() -> (
-    None
-):
+async def test_interrupt_during_a_long_await_raises_and_the_loop_takes_the_redirect() -> None:
     async with open_channel() as ch:
         ref = ch.ref()
         working = anyio.Event()

@@ -38,6 +38,10 @@ from ._messages import ToolCall
 
 log = logging.getLogger("agent_channel")
 
+# Field-less events are immutable: publish one shared instance instead of building one per turn.
+_TURN_STARTED = TurnStarted()
+_TURN_ENDED = TurnEnded()
+
 Subscriber = Callable[[ExecutionEvent], None]
 """An event callback. It runs synchronously in the consumer's task: keep it quick."""
 
@@ -140,9 +144,10 @@ class AgentChannel:
         q = self._queue
         if not q:
             return []
-        items = [q.popleft() for _ in range(len(q))]
+        # popleft is atomic, so a post racing in from another thread is never lost
+        items = [q.popleft()] if len(q) == 1 else [q.popleft() for _ in range(len(q))]
         if self._subscribers:
-            self.publish(ItemsDrained(items=tuple(items)))
+            self.publish(ItemsDrained.model_construct(items=tuple(items)))
         return items
 
     async def receive(self) -> list[ChannelItem]:
@@ -238,7 +243,7 @@ class _Scope:
 
     def __init__(self, channel: AgentChannel) -> None:
         self._channel = channel
-        self._cs = anyio.CancelScope()
+        self._cs = channel._loop.cancel_scope()
         self._interrupt: Cancel | None = None
 
     def interrupt(self, cancel: Cancel) -> None:
@@ -256,7 +261,7 @@ class _Scope:
         ch._scope = self
         ch.turn_state = "started"
         if ch._subscribers:
-            ch.publish(TurnStarted())
+            ch.publish(_TURN_STARTED)
 
     def __exit__(
         self,
@@ -271,11 +276,11 @@ class _Scope:
         if cancel is not None and self._cs.cancelled_caught:
             ch.turn_state = "cancelled"
             if ch._subscribers:
-                ch.publish(TurnCancelled(cancel=cancel))
+                ch.publish(TurnCancelled.model_construct(cancel=cancel))
             raise AgentInterrupted(cancel) from None
         ch.turn_state = "ended"
         if ch._subscribers:
-            ch.publish(TurnEnded())
+            ch.publish(_TURN_ENDED)
         return bool(suppressed)
 
 
@@ -300,18 +305,18 @@ class AgentRef:
     callbacks run in the consumer's task.
     """
 
-    __slots__ = ("_channel",)
+    __slots__ = ("_channel", "interrupt", "post")
+
+    post: Callable[[ChannelItem], None]
+    """Queue a cooperative item; raises :class:`ChannelClosed` once the execution ended."""
+    interrupt: Callable[..., None]
+    """``interrupt(cancel=None)``: stop the work in progress (between regions: deliver it)."""
 
     def __init__(self, channel: AgentChannel) -> None:
         self._channel = channel
-
-    def post(self, item: ChannelItem) -> None:
-        """Queue a cooperative item; raises :class:`ChannelClosed` once the execution ended."""
-        self._channel.post(item)
-
-    def interrupt(self, cancel: Cancel | None = None) -> None:
-        """Stop the work in progress (or, between regions, deliver the cancel)."""
-        self._channel.interrupt(cancel)
+        # The channel's own bound methods: a producer's post costs one call, not two.
+        self.post = channel.post
+        self.interrupt = channel.interrupt
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call ``callback`` with every event from now on; returns an unsubscribe function."""
