@@ -195,6 +195,14 @@ def tool_finished_update(ev: ToolCallFinished) -> ToolCallProgress:
     )
 
 
+def tool_status_update(tool_call_id: str, status: str) -> ToolCallProgress:
+    return ToolCallProgress(
+        session_update="tool_call_update",
+        tool_call_id=tool_call_id,
+        status=status,  # pyright: ignore[reportArgumentType]
+    )
+
+
 def tool_failed_update(tool_call_id: str, text: str) -> ToolCallProgress:
     return ToolCallProgress(
         session_update="tool_call_update",

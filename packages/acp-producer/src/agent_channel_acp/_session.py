@@ -91,6 +91,11 @@ class _Announce:
 
 
 @dataclass(slots=True)
+class _Allowed:
+    tool_call_id: str
+
+
+@dataclass(slots=True)
 class _Barrier:
     done: asyncio.Future[None]
 
@@ -100,7 +105,7 @@ class _Replay:
     history: list[ChatMessage]
 
 
-_Entry = ExecutionEvent | _Resolve | _Announce | _Barrier | _Replay
+_Entry = ExecutionEvent | _Resolve | _Announce | _Allowed | _Barrier | _Replay
 
 
 class Session:
@@ -132,6 +137,7 @@ class Session:
         self._open = asyncio.Event()
         self._ready = asyncio.Event()
         self._announced: set[str] = set()
+        self._awaiting_approval: set[str] = set()
         self._unfinished: set[str] = set()
         self._streamed: set[str] = set()
         self._turn_usage: Usage | None = None
@@ -289,7 +295,10 @@ class Session:
             log.warning("session %s: permission request failed (%s); rejecting", self.id, e)
             return False
         outcome = getattr(resp, "outcome", None)
-        return isinstance(outcome, AllowedOutcome) and outcome.option_id == ALLOW
+        allowed = isinstance(outcome, AllowedOutcome) and outcome.option_id == ALLOW
+        if allowed:
+            self._push(_Allowed(call.id))
+        return allowed
 
     # -- the sender --------------------------------------------------------------------
 
@@ -323,17 +332,22 @@ class Session:
             if entry.tool_call_id in self._announced:
                 await self._send(m.tool_started_update(entry))
             else:
+                # With approval on, the request follows: the card waits as "pending".
                 self._announced.add(entry.tool_call_id)
+                if self._approve:
+                    self._awaiting_approval.add(entry.tool_call_id)
                 await self._send(
                     m.tool_start(
                         entry.tool_call_id,
                         title=entry.title or entry.name,
                         kind=entry.kind,
                         raw_input=m.thaw(entry.arguments),
+                        status="pending" if self._approve else "in_progress",
                     )
                 )
         elif isinstance(entry, ToolCallFinished):
             self._unfinished.discard(entry.tool_call_id)
+            self._awaiting_approval.discard(entry.tool_call_id)
             if entry.tool_call_id not in self._announced:
                 # Never started (rejected, say): a card first, so no update is orphaned.
                 self._announced.add(entry.tool_call_id)
@@ -356,6 +370,7 @@ class Session:
         elif isinstance(entry, _Announce):
             if entry.call.id not in self._announced:
                 self._announced.add(entry.call.id)
+                self._awaiting_approval.add(entry.call.id)
                 await self._send(
                     m.tool_start(
                         entry.call.id,
@@ -365,6 +380,10 @@ class Session:
                         status="pending",
                     )
                 )
+        elif isinstance(entry, _Allowed):
+            if entry.tool_call_id in self._awaiting_approval:
+                self._awaiting_approval.discard(entry.tool_call_id)
+                await self._send(m.tool_status_update(entry.tool_call_id, "in_progress"))
         elif isinstance(entry, _Barrier):
             if not entry.done.done():
                 entry.done.set_result(None)

@@ -24,6 +24,7 @@ async def stdio_streams() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     sys.stdout.flush()
     out_fd = os.dup(1)
     os.dup2(2, 1)
+    sys.stdout = sys.stderr  # Python-level prints too, unbuffered with the logs
     reader = asyncio.StreamReader(limit=_LIMIT)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     out = os.fdopen(out_fd, "wb", buffering=0)

@@ -1,0 +1,161 @@
+"""Fixtures for the ACP suite: a recording client and agent subprocesses.
+
+ACP I/O here is asyncio-only: the ACP SDK is bound to asyncio, so these tests
+run on anyio's asyncio backend only (the core and react suites also run trio).
+Subprocesses are shared per module (tests use separate sessions), started with
+an explicit environment and stderr inherited (the SDK's spawn helper would
+otherwise pipe stderr and never read it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from acp import spawn_agent_process
+from acp.client.connection import ClientSideConnection
+from acp.connection import StreamDirection, StreamEvent
+from acp.schema import (
+    AllowedOutcome,
+    DeniedOutcome,
+    RequestPermissionResponse,
+)
+
+HERE = Path(__file__).resolve().parent
+GUARD = 10.0
+"""Seconds before a hung wait fails the test: a hang guard, never a timing assertion."""
+
+Update = dict[str, Any]
+PermissionPolicy = Callable[[dict[str, Any]], Awaitable[RequestPermissionResponse]]
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def agent_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k in ("PATH", "HOME", "LANG", "TMPDIR") if (v := os.environ.get(k))}
+    env["PYTHONPATH"] = str(HERE)
+    env["AGENT_CHANNEL_ACP_LOG"] = "WARNING"
+    env.update(extra)
+    return env
+
+
+async def allow(request: dict[str, Any]) -> RequestPermissionResponse:
+    return RequestPermissionResponse(
+        outcome=AllowedOutcome(outcome="selected", option_id="allow_once")
+    )
+
+
+async def deny(request: dict[str, Any]) -> RequestPermissionResponse:
+    return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+
+
+@dataclass
+class Recorder:
+    """The client side: records every update per session and the raw inbound wire."""
+
+    updates: dict[str, list[Update]] = field(default_factory=lambda: defaultdict(list))
+    wire: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    sent: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    permissions: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    policy: PermissionPolicy = allow
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates[session_id].append(
+            update.model_dump(mode="json", by_alias=True, exclude_none=True)
+        )
+        self._poke()
+
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: Any, **kwargs: Any
+    ) -> RequestPermissionResponse:
+        request = {
+            "sessionId": session_id,
+            "toolCall": tool_call.model_dump(mode="json", by_alias=True, exclude_none=True),
+            "options": [o.option_id for o in options],
+        }
+        self.permissions.append(request)
+        self._poke()
+        return await self.policy(request)
+
+    def observe(self, event: StreamEvent) -> None:
+        if event.direction is StreamDirection.INCOMING:
+            self.wire.append(event.message)
+        else:
+            self.sent.append(event.message)  # noted once written to the agent's stdin
+        self._poke()
+
+    def _poke(self) -> None:
+        self._changed.set()
+
+    async def wait_until(self, predicate: Callable[[], object]) -> None:
+        """Wait (event-driven) until ``predicate()`` holds; the guard only catches hangs."""
+        with anyio.fail_after(GUARD):
+            while not predicate():
+                self._changed.clear()
+                await self._changed.wait()
+
+    def kinds(self, session_id: str) -> list[str]:
+        return [u["sessionUpdate"] for u in self.updates[session_id]]
+
+
+@dataclass
+class Agent:
+    conn: ClientSideConnection
+    proc: asyncio.subprocess.Process
+    rec: Recorder
+
+    async def session(self) -> str:
+        return (await self.conn.new_session(cwd=str(HERE), mcp_servers=[])).session_id
+
+    async def request(self, method: str, params: Any) -> Any:
+        """A raw request through the SDK's connection (for methods the typed API lacks)."""
+        return await self.conn._conn.send_request(method, params)  # pyright: ignore[reportPrivateUsage]
+
+    async def notify(self, method: str, params: Any) -> None:
+        await self.conn._conn.send_notification(method, params)  # pyright: ignore[reportPrivateUsage]
+
+
+@asynccontextmanager
+async def spawn(*args: str, **env: str) -> AsyncIterator[Agent]:
+    rec = Recorder()
+    async with spawn_agent_process(
+        rec,
+        sys.executable,
+        "-m",
+        "agent_channel_acp",
+        "stdio",
+        *args,
+        env=agent_env(**env),
+        transport_kwargs={"stderr": None},
+        observers=[rec.observe],
+    ) as (conn, proc):
+        with anyio.fail_after(GUARD):
+            await conn.initialize(protocol_version=1)
+        yield Agent(conn, proc, rec)
+
+
+@pytest.fixture(scope="module")
+async def agent(anyio_backend: str) -> AsyncIterator[Agent]:
+    """One producer subprocess serving the react test agent, shared by a module."""
+    async with spawn("--agent", "agents:react_agent") as a:
+        yield a
+
+
+@pytest.fixture(scope="module")
+async def approving_agent(anyio_backend: str) -> AsyncIterator[Agent]:
+    """The same agent behind ``--approve``: every tool call asks the client first."""
+    async with spawn("--agent", "agents:react_agent", "--approve") as a:
+        yield a
