@@ -42,6 +42,10 @@ def seen(agent: Agent, sid: str, kind: str, **match: Any) -> bool:
     )
 
 
+def asked(agent: Agent, sid: str) -> bool:
+    return any(p["sessionId"] == sid for p in agent.rec.permissions)
+
+
 def last_text(agent: Agent, sid: str) -> str:
     """The text of the last agent message streamed to ``sid``."""
     chunks = [u for u in agent.rec.updates[sid] if u["sessionUpdate"] == "agent_message_chunk"]
