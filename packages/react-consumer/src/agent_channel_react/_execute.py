@@ -88,7 +88,7 @@ async def _run_call(
     try:
         if tool is None:
             raise ToolError(f"unknown tool {call.name!r}")
-        if ch.approver is not None and not await ch.approver(call):
+        if tool.needs_approval and ch.approver is not None and not await ch.approver(call):
             error = REJECTED
         else:
             kwargs = tool.validate(arguments)

@@ -9,6 +9,7 @@ stops the child with it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from agent_channel import (
@@ -108,16 +109,7 @@ def handoff(
     t = tool(name=name, description=description, kind="other", title=f"handing off to {name}")(
         _no_args
     )
-    return Tool(
-        name=t.name,
-        description=t.description,
-        parameters=t.parameters,
-        fn=transfer,
-        kind=t.kind,
-        title=t.title,
-        wants_conversation=True,
-        _validator=t._validator,  # pyright: ignore[reportPrivateUsage]
-    )
+    return dataclasses.replace(t, fn=transfer, wants_conversation=True)
 
 
 async def _no_args() -> None:

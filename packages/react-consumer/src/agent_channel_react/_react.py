@@ -9,6 +9,7 @@ message came with the interrupt, in which case it carries on at once.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -183,7 +184,8 @@ def _submit_tool(submit: Submit) -> Tool:
         """
         return answer
 
-    return tool(name=submit.name, description=submit.description, kind="other")(answer)
+    t = tool(name=submit.name, description=submit.description, kind="other")(answer)
+    return dataclasses.replace(t, needs_approval=False)
 
 
 class _Run:

@@ -38,7 +38,7 @@ class ScriptStep:
     reasoning: str | None = None
     stop_reason: StopReason = "end_turn"
     delay: float = 0.0
-    """Seconds the call takes, spread over its streamed pieces."""
+    """Seconds the call takes, spread after its streamed pieces (the first one goes out at once)."""
     wait: anyio.Event | None = None
     """The call blocks until this event is set (before streaming anything)."""
     error: Exception | None = None
@@ -121,13 +121,15 @@ class ScriptedModel:
             raise step.error
         pieces = [("reasoning", p) for p in _pieces(step.reasoning or "")]
         pieces += [("text", p) for p in _pieces(step.content)]
-        pause = step.delay / (len(pieces) + 1) if step.delay > 0 else 0.0
+        # The first piece goes out at once, then the delay is spread after each piece:
+        # a long step shows some output and then keeps the call open.
+        pause = step.delay / max(1, len(pieces)) if step.delay > 0 else 0.0
         for kind, piece in pieces:
+            (stream.reasoning if kind == "reasoning" else stream.text)(piece)
             if pause:
                 await anyio.sleep(pause)
-            (stream.reasoning if kind == "reasoning" else stream.text)(piece)
-        if pause:
-            await anyio.sleep(pause)
+        if pause and not pieces:
+            await anyio.sleep(step.delay)
         calls = tuple(self._with_id(c) for c in step.tool_calls)
         content: str | tuple[Content, ...] = step.content
         if step.reasoning:

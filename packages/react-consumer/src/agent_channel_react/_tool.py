@@ -46,6 +46,8 @@ class Tool:
     kind: ToolKind = "other"
     title: str | None = None
     """A format string over the arguments, e.g. ``"Searching {query}"``; shown by producers."""
+    needs_approval: bool = True
+    """Ask the channel's approver first (the submit tool does not: it has no effects)."""
     wants_conversation: bool = False
     """Pass the conversation so far as the ``conversation`` keyword (handoffs need it)."""
     _validator: type[BaseModel] | None = field(default=None, repr=False, compare=False)
