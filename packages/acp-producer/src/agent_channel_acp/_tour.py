@@ -1,0 +1,121 @@
+"""``agent-channel-acp demo``: a guided run of the demo agent through a real ACP client.
+
+It starts ``agent-channel-acp stdio --demo`` as a subprocess, exactly as an
+editor would, and plays an operator: a prompt, a stop in the middle of a
+tool call, a redirect, and a message queued while the agent works. What the
+agent streams back is printed as it arrives (``--json``: one JSON object per
+line, for programs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
+from acp.schema import RequestPermissionResponse
+
+
+class _Operator:
+    """The client side: prints updates and lets the script wait on them."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.t0 = time.perf_counter()
+        self.changed = asyncio.Event()
+        self.tool_running = False
+        self._open_text: str | None = None
+
+    def emit(self, who: str, text: str, **data: Any) -> None:
+        ms = (time.perf_counter() - self.t0) * 1000
+        if self.as_json:
+            print(json.dumps({"t_ms": round(ms, 1), "who": who, "text": text, **data}), flush=True)
+            return
+        if self._open_text is not None:
+            print(flush=True)
+            self._open_text = None
+        print(f"{ms:8.1f} ms  {who:<9} {text}", flush=True)
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        kind = update.session_update
+        if kind == "agent_message_chunk" and not self.as_json:
+            text = getattr(update.content, "text", "")
+            if self._open_text != update.message_id:
+                if self._open_text is not None:
+                    print(flush=True)
+                ms = (time.perf_counter() - self.t0) * 1000
+                print(f"{ms:8.1f} ms  {'agent':<9} ", end="", flush=True)
+                self._open_text = update.message_id
+            print(text, end="", flush=True)
+        elif kind == "agent_message_chunk":
+            self.emit("agent", getattr(update.content, "text", ""), message_id=update.message_id)
+        elif kind == "tool_call":
+            self.tool_running = True
+            self.emit(
+                "tool", f"▶ {update.title} ({update.status})", tool_call_id=update.tool_call_id
+            )
+        elif kind == "tool_call_update":
+            self.tool_running = False
+            self.emit("tool", f"■ {update.tool_call_id}: {update.status}", status=update.status)
+        self.changed.set()
+
+    async def request_permission(self, *args: Any, **kwargs: Any) -> RequestPermissionResponse:
+        raise RuntimeError("the demo runs without tool approval")
+
+    async def until(self, predicate: Any) -> None:
+        while not predicate():
+            self.changed.clear()
+            await self.changed.wait()
+
+
+async def _tour(as_json: bool, tool_seconds: float) -> int:
+    op = _Operator(as_json)
+    env = dict(os.environ, AGENT_CHANNEL_DEMO_TOOL_SECONDS=str(tool_seconds))
+    command = [sys.executable, "-m", "agent_channel_acp", "stdio", "--demo"]
+    op.emit("demo", "starting the agent as an editor would: " + " ".join(command[2:]))
+    async with spawn_agent_process(
+        op, command[0], *command[1:], env=env, transport_kwargs={"stderr": None}
+    ) as (conn, _proc):
+        init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        info = init.agent_info
+        op.emit(
+            "demo", f"connected to {info.name if info else 'agent'} {info.version if info else ''}"
+        )
+        session = (await conn.new_session(cwd=os.getcwd())).session_id
+
+        async def prompt(text: str) -> str:
+            op.emit("operator", f"› {text}")
+            started = time.perf_counter()
+            response = await conn.prompt(session_id=session, prompt=[text_block(text)])
+            op.emit(
+                "agent",
+                f"✓ prompt answered: {response.stop_reason}",
+                stop_reason=response.stop_reason,
+                ms=round((time.perf_counter() - started) * 1000, 1),
+            )
+            return response.stop_reason
+
+        # 1. a prompt, stopped while its tool runs
+        first = asyncio.create_task(prompt("What do you know about interruptible agents?"))
+        await op.until(lambda: op.tool_running)
+        op.emit("operator", "✋ stop (session/cancel), mid-tool")
+        await conn.cancel(session_id=session)
+        reasons = [await first]
+        # 2. the redirect: the model sees the repaired conversation
+        reasons.append(await prompt("Never mind that. Just tell me what the notes say."))
+        # 3. a message queued while the agent works: folded in at its next step
+        third = asyncio.create_task(prompt("Summarise it in one line."))
+        await op.until(lambda: op.tool_running)
+        queued = asyncio.create_task(prompt("...and keep it friendly."))
+        reasons += [await third, await queued]
+    op.emit("demo", "done", stop_reasons=reasons)
+    return 0 if reasons[0] == "cancelled" and "end_turn" in reasons[1:] else 1
+
+
+def run_tour(as_json: bool = False, tool_seconds: float = 1.5) -> int:
+    """Run the guided demo; the exit status says whether it behaved as described."""
+    return asyncio.run(_tour(as_json, tool_seconds))
