@@ -88,7 +88,7 @@ async def _tour(as_json: bool, tool_seconds: float) -> int:
         session = (await conn.new_session(cwd=os.getcwd())).session_id
 
         async def prompt(text: str) -> str:
-            op.emit("operator", f"› {text}")
+            op.emit("operator", f"> {text}")
             started = time.perf_counter()
             response = await conn.prompt(session_id=session, prompt=[text_block(text)])
             op.emit(
