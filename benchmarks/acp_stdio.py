@@ -162,7 +162,7 @@ class Client:
 
 def stats(samples: list[float]) -> dict[str, float]:
     ms = sorted(s * 1000 for s in samples)
-    p99 = ms[min(len(ms) - 1, int(round(0.99 * (len(ms) - 1))))]
+    p99 = ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))]
     return {"median_ms": round(statistics.median(ms), 3), "p99_ms": round(p99, 3), "n": len(ms)}
 
 
