@@ -78,6 +78,23 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("AGENT_CHANNEL_ACP_LOG", "WARNING"),
         help="stderr log level (default: %(default)s)",
     )
+    demo = sub.add_parser(
+        "demo",
+        help="watch an operator drive the demo agent through a real ACP client",
+        description=(
+            "Start `agent-channel-acp stdio --demo` as an editor would, then play an operator: "
+            "a prompt, a stop in the middle of a tool call, a redirect, and a message queued "
+            "while the agent works. Exits non-zero if the agent did not behave as described."
+        ),
+    )
+    demo.add_argument("--json", action="store_true", help="one JSON object per line, for programs")
+    demo.add_argument(
+        "--tool-seconds",
+        type=float,
+        default=1.5,
+        metavar="S",
+        help="how long each demo tool takes (default: %(default)s)",
+    )
     return parser
 
 
@@ -96,6 +113,10 @@ def load_factory(spec: str) -> Callable[..., Any]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if args.command == "demo":
+        from ._tour import run_tour
+
+        sys.exit(run_tour(as_json=args.json, tool_seconds=args.tool_seconds))
     logging.basicConfig(
         stream=sys.stderr,
         level=str(args.log_level).upper(),

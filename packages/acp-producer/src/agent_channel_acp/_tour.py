@@ -14,9 +14,9 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
-from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
+from acp import PROTOCOL_VERSION, Client, spawn_agent_process, text_block
 from acp.schema import RequestPermissionResponse
 
 
@@ -78,7 +78,7 @@ async def _tour(as_json: bool, tool_seconds: float) -> int:
     command = [sys.executable, "-m", "agent_channel_acp", "stdio", "--demo"]
     op.emit("demo", "starting the agent as an editor would: " + " ".join(command[2:]))
     async with spawn_agent_process(
-        op, command[0], *command[1:], env=env, transport_kwargs={"stderr": None}
+        cast("Client", op), command[0], *command[1:], env=env, transport_kwargs={"stderr": None}
     ) as (conn, _proc):
         init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
         info = init.agent_info
