@@ -1,0 +1,167 @@
+"""Benchmarks for the react consumer (not tests; not run in CI). Prints JSON.
+
+1. Per-turn overhead of the loop with a zero-latency scripted model: inside a
+   channel with a producer attached (a ref taken, so every turn runs in a real
+   cancel scope) versus no channel at all. Target ratio <= 1.05. The same with
+   the producer also subscribed (every event built and delivered) is reported
+   for information.
+2. Interrupt of a blocking tool: from ``ref.interrupt()`` to the repaired
+   conversation being ready (the repair result appended). Target p99 <= 1 ms.
+
+Run: .venv/bin/python benchmarks/react_overhead.py [--backend asyncio|trio]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+from agent_channel import (
+    AgentRef,
+    ChatMessage,
+    ChatMessageTool,
+    ChatMessageUser,
+    ExecutionEvent,
+    UserMessage,
+    open_channel,
+)
+from agent_channel_react import AgentState, ScriptStep, call, react, tool, tool_call
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def _forever(messages: Sequence[ChatMessage], tools: object) -> ScriptStep:
+    return call(tool_call("add", a=1, b=2), content="Adding.")
+
+
+def _agent(turns: int) -> Any:
+    from agent_channel_react import ScriptedModel
+
+    return react(model=ScriptedModel(_forever), tools=[add], max_turns=turns)
+
+
+def _state() -> AgentState:
+    return AgentState(messages=[ChatMessageUser(content="Go.")])
+
+
+async def _bare(turns: int) -> float:
+    agent = _agent(turns)
+    t = time.perf_counter()
+    await agent(_state())
+    return time.perf_counter() - t
+
+
+async def _attached(turns: int, subscribe: bool) -> float:
+    agent = _agent(turns)
+    async with open_channel() as ch:
+        ref = ch.ref()
+        if subscribe:
+            ref.subscribe(lambda e: None)
+        t = time.perf_counter()
+        await agent(_state())
+        return time.perf_counter() - t
+
+
+async def overhead(turns: int = 200, rounds: int = 40) -> dict[str, Any]:
+    bare: list[float] = []
+    attached: list[float] = []
+    observed: list[float] = []
+    for _ in range(3):  # warm up
+        await _bare(turns)
+        await _attached(turns, False)
+    for _ in range(rounds):  # interleaved, so drift hits all three alike
+        bare.append(await _bare(turns))
+        attached.append(await _attached(turns, False))
+        observed.append(await _attached(turns, True))
+    b, a, o = (statistics.median(x) / turns * 1e6 for x in (bare, attached, observed))
+    return {
+        "turns_per_run": turns,
+        "runs": rounds,
+        "per_turn_us_no_channel": round(b, 2),
+        "per_turn_us_producer_attached": round(a, 2),
+        "per_turn_us_producer_attached_and_subscribed": round(o, 2),
+        "ratio_attached_vs_no_channel": round(a / b, 3),
+        "ratio_subscribed_vs_no_channel": round(o / b, 3),
+        "target_ratio": 1.05,
+    }
+
+
+async def interrupt_latency(samples: int = 2000) -> dict[str, Any]:
+    started = anyio.Event()
+    box: dict[str, Any] = {"started": started}
+
+    @tool
+    async def block() -> str:
+        """Blocks until cancelled."""
+        box["started"].set()
+        await anyio.sleep_forever()
+        return ""
+
+    def script(messages: Sequence[ChatMessage], tools: object) -> ScriptStep | str:
+        if len(box.get("lat", [])) >= samples:
+            return "Done."
+        return call(tool_call("block"))
+
+    from agent_channel_react import ScriptedModel
+
+    agent = react(model=ScriptedModel(script), tools=[block], submit=False)
+    latencies: list[float] = []
+    box["lat"] = latencies
+    t0 = 0.0
+
+    def on_event(e: ExecutionEvent) -> None:
+        if (
+            e.type == "message_appended"
+            and isinstance(e.message, ChatMessageTool)
+            and e.message.error == "cancelled"
+        ):
+            latencies.append(time.perf_counter() - t0)
+
+    async def producer(ref: AgentRef) -> None:
+        nonlocal t0
+        for _ in range(samples):
+            await box["started"].wait()
+            box["started"] = anyio.Event()
+            t0 = time.perf_counter()
+            ref.interrupt()
+            ref.post(UserMessage("Again."))
+
+    async with open_channel() as ch:
+        ref = ch.ref()
+        ref.subscribe(on_event)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(producer, ref)
+            await agent(_state())
+    ms = sorted(x * 1e3 for x in latencies)
+    return {
+        "samples": len(ms),
+        "p50_ms": round(ms[len(ms) // 2], 4),
+        "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 4),
+        "max_ms": round(ms[-1], 4),
+        "target_p99_ms": 1.0,
+    }
+
+
+async def main() -> dict[str, Any]:
+    return {"overhead": await overhead(), "interrupt_blocking_tool": await interrupt_latency()}
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
+    backend = p.parse_args().backend
+    result = anyio.run(main, backend=backend)
+    json.dump(
+        {"backend": backend, "python": sys.version.split()[0], **result}, sys.stdout, indent=2
+    )
+    print()
