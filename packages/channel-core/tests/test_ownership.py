@@ -54,6 +54,8 @@ async def test_outside_any_execution_the_channel_is_inert() -> None:
         await anyio.lowlevel.checkpoint()
     assert ch.drain() == []
     assert not ch.is_live and not ch.observed
+    ch.stop_reason = "refusal"  # shared by every caller, so it keeps nothing
+    assert ch.stop_reason is None and ch.turn_state == "idle" and ch.approver is None
     with pytest.raises(RuntimeError, match="no execution is open"):
         await ch.receive()
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from acp import RequestError
@@ -37,6 +37,7 @@ from agent_channel import (
     ToolCallFinished,
     ToolCallStarted,
     ToolKind,
+    thaw,
 )
 
 _CANCELLED = {"cancelled": "cancelled"}
@@ -243,15 +244,6 @@ def replay_updates(
                     )
                 )
     return out
-
-
-def thaw(value: Any) -> Any:
-    """Plain dicts and lists from the core's read-only snapshots (JSON-ready)."""
-    if isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
-    if isinstance(value, tuple):
-        return [thaw(v) for v in value]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-    return value
 
 
 def _tool_content(

@@ -47,6 +47,7 @@ from agent_channel import (
     Usage,
     UserMessage,
     open_channel,
+    thaw,
 )
 
 from . import _mapping as m
@@ -285,7 +286,7 @@ class Session:
             title=call.name,
             kind="other",
             status="pending",
-            raw_input=m.thaw(call.arguments),
+            raw_input=thaw(call.arguments),
         )
         try:
             resp = await self._conn.request_permission(
@@ -341,7 +342,7 @@ class Session:
                         entry.tool_call_id,
                         title=entry.title or entry.name,
                         kind=entry.kind,
-                        raw_input=m.thaw(entry.arguments),
+                        raw_input=thaw(entry.arguments),
                         status="pending" if self._approve else "in_progress",
                     )
                 )
@@ -376,7 +377,7 @@ class Session:
                         entry.call.id,
                         title=entry.call.name,
                         kind="other",
-                        raw_input=m.thaw(entry.call.arguments),
+                        raw_input=thaw(entry.call.arguments),
                         status="pending",
                     )
                 )

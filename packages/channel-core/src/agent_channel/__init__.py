@@ -45,6 +45,7 @@ from ._events import (
     TurnState,
     Usage,
 )
+from ._frozen import thaw
 from ._items import AnyItem, Cancel, CancelReason, ChannelItem, UserMessage, parse_item
 from ._messages import (
     ChatMessage,
@@ -108,5 +109,6 @@ __all__ = [
     "open_channel",
     "parse_item",
     "repair",
+    "thaw",
     "wait_for_message",
 ]

@@ -361,9 +361,11 @@ class _InertChannel(AgentChannel):
         self._owner = None
         self._closed = False
         self._live = 0
-        self.approver = None
-        self.stop_reason = None
-        self.turn_state = "idle"
+
+    # One instance serves every caller outside an execution: it keeps no state.
+    approver = property(lambda self: None, lambda self, value: None)  # type: ignore[assignment]
+    stop_reason = property(lambda self: None, lambda self, value: None)  # type: ignore[assignment]
+    turn_state = property(lambda self: "idle", lambda self, value: None)  # type: ignore[assignment]
 
     def post(self, item: ChannelItem) -> None:
         return None

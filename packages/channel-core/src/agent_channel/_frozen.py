@@ -20,7 +20,7 @@ def freeze(value: Any) -> Any:
 
 
 def thaw(value: Any) -> Any:
-    """Inverse of :func:`freeze`: plain dicts and lists again (for JSON and for callers)."""
+    """Plain dicts and lists from a frozen snapshot (tool arguments), for JSON and for tools."""
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
     if isinstance(value, tuple):

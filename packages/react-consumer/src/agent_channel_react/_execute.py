@@ -20,20 +20,12 @@ from agent_channel import (
     ToolCall,
     ToolCallFinished,
     ToolCallStarted,
+    thaw,
 )
 
 from ._tool import Tool, ToolError, ToolOutput, render_result
 
 REJECTED = "rejected by the operator"
-
-
-def thaw(value: Any) -> Any:
-    """Plain dicts and lists from the core's frozen JSON (read-only mappings, tuples)."""
-    if isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
-    if isinstance(value, tuple):
-        return [thaw(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
-    return value
 
 
 async def execute_tools(

@@ -29,10 +29,10 @@ from agent_channel import (
     StopReason,
     ToolCall,
     Usage,
+    thaw,
 )
 from openai import AsyncOpenAI
 
-from ._execute import thaw
 from ._model import GenerateConfig, ModelOutput, Stream, ToolInfo
 
 _FINISH: dict[str, StopReason] = {
