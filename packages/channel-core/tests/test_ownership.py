@@ -94,3 +94,26 @@ async def test_ambient_channel_follows_the_block_and_its_tasks() -> None:
 
 async def _record(seen: list[AgentChannel]) -> None:
     seen.append(agent_channel())
+
+
+async def test_a_detached_child_cannot_consume_its_parents_channel_by_accident() -> None:
+    """Tasks copy the context, so a child sees the parent's channel until it opens its own."""
+    async with open_channel() as parent:
+        parent.drain()  # the parent's loop owns it
+        outcome: list[str] = []
+
+        async def careless_child() -> None:
+            with pytest.raises(NotOwner):
+                agent_channel().drain()
+            outcome.append("refused")
+
+        async def proper_child() -> None:
+            async with open_channel() as own:
+                assert agent_channel() is own is not parent
+                own.drain()
+                outcome.append("own channel")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(careless_child)
+            tg.start_soon(proper_child)
+        assert sorted(outcome) == ["own channel", "refused"]
