@@ -47,10 +47,13 @@ class LoopHandle:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            import trio  # pyright: ignore[reportMissingTypeStubs]
+            try:
+                import trio  # pyright: ignore[reportMissingTypeStubs]
 
+                token: Any = trio.lowlevel.current_trio_token()
+            except (ImportError, RuntimeError):
+                raise RuntimeError("a channel needs a running asyncio or trio event loop") from None
             self.current_task: Callable[[], object] = trio.lowlevel.current_task
-            token: Any = trio.lowlevel.current_trio_token()
             self.call_soon_threadsafe: Callable[[Callable[[], Any]], object] = token.run_sync_soon
             self.cancel_scope: Callable[[], CancelScopeLike] = trio.CancelScope
         else:
