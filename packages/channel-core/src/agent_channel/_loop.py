@@ -66,4 +66,6 @@ class LoopHandle:
             else:
                 self.current_task = asyncio.current_task
             self.call_soon_threadsafe = loop.call_soon_threadsafe
-            self.cancel_scope = anyio.CancelScope
+            # anyio.CancelScope() looks the backend up on every call; the class it
+            # returns is what it would build each time, so build that directly.
+            self.cancel_scope = type(anyio.CancelScope())
