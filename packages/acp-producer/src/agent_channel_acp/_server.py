@@ -27,7 +27,7 @@ from acp.schema import (
 )
 
 from . import _mapping as m
-from ._session import Body, Session
+from ._session import Body, FrameWriter, Session
 from ._transport import LineTransport
 from ._version import __version__
 
@@ -62,9 +62,14 @@ class AcpServer:
         self._context_window = context_window
         self._sessions: dict[str, Session] = {}
         self._conn: AgentSideConnection | None = None
+        self._writer: FrameWriter | None = None
 
     def on_connect(self, conn: AgentSideConnection) -> None:
         self._conn = conn
+
+    def use_writer(self, writer: FrameWriter) -> None:
+        """The connection's transport: sessions write updates through it on the spot when idle."""
+        self._writer = writer
 
     # -- ACP methods -------------------------------------------------------------------
 
@@ -114,6 +119,7 @@ class AcpServer:
             body,
             approve=self._approve,
             context_window=self._context_window,
+            writer=self._writer,
         )
         self._sessions[session.id] = session
         await session.start()
@@ -198,6 +204,7 @@ async def serve(
         watch=frozenset({"session/new"}),
         on_response=server.session_announced,
     )
+    server.use_writer(transport)
     # A plain class on purpose (see the module docstring), hence the cast.
     conn = AgentSideConnection(cast("Agent", server), transport, listening=False)
     try:

@@ -1,10 +1,13 @@
 """One ACP session: one top-level execution, its pending prompts and its update stream.
 
 Threading model: everything runs on the connection's event loop. The event
-subscriber runs inside the consumer's task and only does bookkeeping plus an
-append to the outbox; a single sender task per session turns the outbox into
-``session/update`` notifications and prompt answers, strictly in order, so a
-prompt's answer always follows every update of its turn.
+subscriber runs inside the consumer's task. Entries (updates to send, prompt
+answers) are handled strictly in order, so a prompt's answer always follows
+every update of its turn: when nothing is queued ahead of an entry and the
+transport has nothing buffered, the subscriber handles it on the spot (its
+frames are written at once, a prompt answer is resolved at once); otherwise it
+joins the outbox, which a sender task per session works through, waiting for
+the peer when it is slow to read.
 """
 
 from __future__ import annotations
@@ -17,14 +20,17 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from acp import RequestError
+from acp.meta import CLIENT_METHODS
 from acp.schema import (
     AllowedOutcome,
     PermissionOption,
     PromptResponse,
+    SessionNotification,
     ToolCallUpdate,
     UsageUpdate,
 )
 from acp.schema import Usage as AcpUsage
+from acp.utils import serialize_params
 from agent_channel import (
     AgentRef,
     AwaitingInput,
@@ -79,6 +85,19 @@ class ClientConn(Protocol):
     ) -> Any: ...
 
 
+class FrameWriter(Protocol):
+    """A synchronous way to the wire (the connection's transport), for updates sent on the spot."""
+
+    def ready(self) -> bool:
+        """True when a frame written now goes straight out (no backlog, no backpressure)."""
+        ...
+
+    def write_frame(self, message: dict[str, Any]) -> None: ...
+
+
+_SESSION_UPDATE = CLIENT_METHODS["session_update"]
+
+
 @dataclass(slots=True)
 class _Resolve:
     futures: list[asyncio.Future[PromptResponse]]
@@ -120,9 +139,13 @@ class Session:
         *,
         approve: bool = False,
         context_window: int | None = None,
+        writer: FrameWriter | None = None,
     ) -> None:
         self.id = session_id
         self._conn = conn
+        self._writer = writer
+        self._busy = False  # the sender is part-way through an entry
+        self._gone = False  # the client went away: nothing more is written
         self._body = body
         self._approve = approve
         self._context_window = context_window
@@ -304,8 +327,36 @@ class Session:
     # -- the sender --------------------------------------------------------------------
 
     def _push(self, entry: _Entry) -> None:
+        if not (self._outbox or self._busy) and self._writes_now(entry):
+            try:
+                for update in self._prepare(entry):
+                    self._write(update)
+            except ConnectionError:
+                self._gone = True
+                log.debug("session %s: client gone", self.id)
+            except Exception:
+                log.exception("session %s: sending an update failed", self.id)
+            return
         self._outbox.append(entry)
         self._wake.set()
+
+    def _writes_now(self, entry: _Entry) -> bool:
+        """Whether ``entry`` can be handled on the spot (see the module docstring)."""
+        writer = self._writer
+        return (
+            writer is not None
+            and self._open.is_set()
+            and not self._gone
+            and not isinstance(entry, _Replay)  # possibly long: let the sender pace it
+            and writer.ready()
+        )
+
+    def _write(self, update: Any) -> None:
+        assert self._writer is not None
+        notification = SessionNotification(session_id=self.id, update=update)
+        self._writer.write_frame(
+            {"jsonrpc": "2.0", "method": _SESSION_UPDATE, "params": serialize_params(notification)}
+        )
 
     async def _send_loop(self) -> None:
         await self._open.wait()
@@ -316,100 +367,117 @@ class Session:
                     self._wake.clear()
                     await self._wake.wait()
                     continue
-                await self._handle(outbox.popleft())
+                self._busy = True
+                try:
+                    for update in self._prepare(outbox.popleft()):
+                        await self._send(update)
+                finally:
+                    self._busy = False
         except ConnectionError:
+            self._gone = True
             log.debug("session %s: client gone", self.id)
 
     async def _send(self, update: Any) -> None:
         await self._conn.session_update(session_id=self.id, update=update)
 
-    async def _handle(self, entry: _Entry) -> None:
+    def _prepare(self, entry: _Entry) -> list[Any]:
+        """Bookkeeping for ``entry``; the updates it sends, in order.
+
+        Answers and barriers take effect here: every entry before them has been sent.
+        """
         if isinstance(entry, ModelDelta):
             self._streamed.add(entry.message_id)
             chunk = m.text_chunk if entry.kind == "text" else m.thought_chunk
-            await self._send(chunk(entry.text, entry.message_id))
-        elif isinstance(entry, ToolCallStarted):
+            return [chunk(entry.text, entry.message_id)]
+        if isinstance(entry, ToolCallStarted):
             self._unfinished.add(entry.tool_call_id)
             if entry.tool_call_id in self._announced:
-                await self._send(m.tool_started_update(entry))
-            else:
-                # With approval on, the request follows: the card waits as "pending".
-                self._announced.add(entry.tool_call_id)
-                if self._approve:
-                    self._awaiting_approval.add(entry.tool_call_id)
-                await self._send(
-                    m.tool_start(
-                        entry.tool_call_id,
-                        title=entry.title or entry.name,
-                        kind=entry.kind,
-                        raw_input=thaw(entry.arguments),
-                        status="pending" if self._approve else "in_progress",
-                    )
+                return [m.tool_started_update(entry)]
+            # With approval on, the request follows: the card waits as "pending".
+            self._announced.add(entry.tool_call_id)
+            if self._approve:
+                self._awaiting_approval.add(entry.tool_call_id)
+            return [
+                m.tool_start(
+                    entry.tool_call_id,
+                    title=entry.title or entry.name,
+                    kind=entry.kind,
+                    raw_input=thaw(entry.arguments),
+                    status="pending" if self._approve else "in_progress",
                 )
-        elif isinstance(entry, ToolCallFinished):
+            ]
+        if isinstance(entry, ToolCallFinished):
             self._unfinished.discard(entry.tool_call_id)
             self._awaiting_approval.discard(entry.tool_call_id)
+            out: list[Any] = []
             if entry.tool_call_id not in self._announced:
                 # Never started (rejected, say): a card first, so no update is orphaned.
                 self._announced.add(entry.tool_call_id)
-                await self._send(
+                out.append(
                     m.tool_start(entry.tool_call_id, title=entry.name, kind="other", raw_input=None)
                 )
-            await self._send(m.tool_finished_update(entry))
-        elif isinstance(entry, ModelCallFinished):
-            await self._model_finished(entry)
-        elif isinstance(entry, _Resolve):
+            out.append(m.tool_finished_update(entry))
+            return out
+        if isinstance(entry, ModelCallFinished):
+            return self._model_finished(entry)
+        if isinstance(entry, _Resolve):
             self._answer(entry)
-        elif isinstance(entry, TurnCancelled):
-            for tool_call_id in sorted(self._unfinished):  # a consumer that broke rule 1
-                await self._send(m.tool_failed_update(tool_call_id, "cancelled"))
+            return []
+        if isinstance(entry, TurnCancelled):
+            # a consumer that broke rule 1
+            out = [m.tool_failed_update(i, "cancelled") for i in sorted(self._unfinished)]
             self._unfinished.clear()
-        elif isinstance(entry, MessageAppended):
+            return out
+        if isinstance(entry, MessageAppended):
             if isinstance(entry.message, ChatMessageUser):
-                for chunk in m.user_chunks(entry.message):
-                    await self._send(chunk)
-        elif isinstance(entry, _Announce):
-            if entry.call.id not in self._announced:
-                self._announced.add(entry.call.id)
-                self._awaiting_approval.add(entry.call.id)
-                await self._send(
-                    m.tool_start(
-                        entry.call.id,
-                        title=entry.call.name,
-                        kind="other",
-                        raw_input=thaw(entry.call.arguments),
-                        status="pending",
-                    )
+                return list(m.user_chunks(entry.message))
+            return []
+        if isinstance(entry, _Announce):
+            if entry.call.id in self._announced:
+                return []
+            self._announced.add(entry.call.id)
+            self._awaiting_approval.add(entry.call.id)
+            return [
+                m.tool_start(
+                    entry.call.id,
+                    title=entry.call.name,
+                    kind="other",
+                    raw_input=thaw(entry.call.arguments),
+                    status="pending",
                 )
-        elif isinstance(entry, _Allowed):
-            if entry.tool_call_id in self._awaiting_approval:
-                self._awaiting_approval.discard(entry.tool_call_id)
-                await self._send(m.tool_status_update(entry.tool_call_id, "in_progress"))
-        elif isinstance(entry, _Barrier):
+            ]
+        if isinstance(entry, _Allowed):
+            if entry.tool_call_id not in self._awaiting_approval:
+                return []
+            self._awaiting_approval.discard(entry.tool_call_id)
+            return [m.tool_status_update(entry.tool_call_id, "in_progress")]
+        if isinstance(entry, _Barrier):
             if not entry.done.done():
                 entry.done.set_result(None)
-        elif isinstance(entry, _Replay):
-            for update in m.replay_updates(entry.history):
-                await self._send(update)
+            return []
+        if isinstance(entry, _Replay):
+            return list(m.replay_updates(entry.history))
+        return []
 
-    async def _model_finished(self, ev: ModelCallFinished) -> None:
+    def _model_finished(self, ev: ModelCallFinished) -> list[Any]:
+        out: list[Any] = []
         msg = ev.message
         if msg is not None and msg.id not in self._streamed:
-            for chunk in m.assistant_chunks(msg):  # a model that does not stream
-                await self._send(chunk)
+            out.extend(m.assistant_chunks(msg))  # a model that does not stream
         if msg is not None:
             self._streamed.discard(msg.id)
         if ev.usage is not None:
             self._turn_usage = ev.usage if self._turn_usage is None else self._turn_usage + ev.usage
             if self._context_window:
                 used = ev.usage.input_tokens + ev.usage.output_tokens
-                await self._send(
+                out.append(
                     UsageUpdate(
                         session_update="usage_update",
                         used=min(used, self._context_window),
                         size=self._context_window,
                     )
                 )
+        return out
 
     def _answer(self, r: _Resolve) -> None:
         usage, self._turn_usage = self._turn_usage, None

@@ -75,15 +75,27 @@ class LineTransport:
 
     async def send(self, message: dict[str, Any]) -> None:
         """Write one frame. Serialises anything (a validation error's context included)."""
-        if self._closed:
-            raise ConnectionError("transport closed")
-        data = json.dumps(message, separators=(",", ":"), default=str).encode() + b"\n"
-        self._writer.write(data)
+        self.write_frame(message)
         await self._writer.drain()
         if self._watched and ("result" in message or "error" in message):
             method = self._watched.pop(message.get("id"), None)
             if method is not None and self._on_response is not None:
                 self._on_response(method, message)
+
+    def ready(self) -> bool:
+        """True when a frame written now goes straight out: open, and nothing left buffered."""
+        return not self._closed and self._writer.transport.get_write_buffer_size() == 0
+
+    def write_frame(self, message: dict[str, Any]) -> None:
+        """Write one frame now, without waiting for the peer to read (callers check :meth:`ready`).
+
+        Frames written here and by :meth:`send` reach the wire in call order: both
+        append to the same stream writer, synchronously.
+        """
+        if self._closed:
+            raise ConnectionError("transport closed")
+        data = json.dumps(message, separators=(",", ":"), default=str).encode() + b"\n"
+        self._writer.write(data)
 
     async def close(self) -> None:
         if self._closed:
