@@ -1,21 +1,41 @@
-"""Serving over the process's own stdin/stdout (POSIX pipes).
+"""Serving over the process's own stdin/stdout (pipes, sockets, terminals, files).
 
 stdout is reserved for protocol frames: the real stdout descriptor is
 duplicated for the protocol and descriptor 1 is pointed at stderr, so a stray
 ``print`` in an agent, a tool or a library (even from C) lands in the log
 instead of corrupting the stream.
+
+Pipes, sockets and terminals are served by the event loop directly. A
+descriptor the loop cannot poll (a regular file, ``/dev/null``) is read by a
+thread and written synchronously (a file never makes a writer wait for a peer),
+so ``< requests.jsonl > replies.jsonl`` and ``< /dev/null`` work too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import selectors
 import sys
+import threading
 from asyncio.streams import FlowControlMixin
+from typing import Any
 
 from ._server import AcpServer, serve
 
 _LIMIT = 1 << 20
+_CHUNK = 1 << 16
+
+
+def _pollable(fd: int, events: int) -> bool:
+    """Whether the event loop can wait on ``fd`` (files and ``/dev/null`` cannot be polled)."""
+    with selectors.DefaultSelector() as sel:
+        try:
+            sel.register(fd, events)
+        except (OSError, ValueError):
+            return False
+    return True
 
 
 async def stdio_streams() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -26,11 +46,62 @@ async def stdio_streams() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     os.dup2(2, 1)
     sys.stdout = sys.stderr  # Python-level prints too, unbuffered with the logs
     reader = asyncio.StreamReader(limit=_LIMIT)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    out = os.fdopen(out_fd, "wb", buffering=0)
-    transport, protocol = await loop.connect_write_pipe(FlowControlMixin, out)
-    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    in_fd = sys.stdin.fileno()
+    if _pollable(in_fd, selectors.EVENT_READ):
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    else:
+        _read_in_thread(loop, in_fd, reader)
+    if _pollable(out_fd, selectors.EVENT_WRITE):
+        out = os.fdopen(out_fd, "wb", buffering=0)
+        transport, protocol = await loop.connect_write_pipe(FlowControlMixin, out)
+    else:
+        protocol = FlowControlMixin(loop)
+        transport = _FileWriteTransport(out_fd)
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)  # pyright: ignore[reportArgumentType]
     return reader, writer
+
+
+def _read_in_thread(loop: asyncio.AbstractEventLoop, fd: int, reader: asyncio.StreamReader) -> None:
+    """Feed ``reader`` from a descriptor the loop cannot poll, ending with EOF."""
+
+    def pump() -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody reads any more
+            with contextlib.suppress(OSError):  # unreadable: treat it like the end of input
+                while chunk := os.read(fd, _CHUNK):
+                    loop.call_soon_threadsafe(reader.feed_data, chunk)
+            loop.call_soon_threadsafe(reader.feed_eof)
+
+    threading.Thread(target=pump, name="acp-stdin", daemon=True).start()
+
+
+class _FileWriteTransport(asyncio.WriteTransport):
+    """Synchronous writes to a descriptor that never blocks for a reader (a file, /dev/null)."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+        self._closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:  # pyright: ignore[reportIncompatibleMethodOverride]
+        if self._closing:
+            return
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        if not self._closing:
+            self._closing = True
+            os.close(self._fd)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default
 
 
 async def serve_stdio(server: AcpServer) -> None:
