@@ -78,7 +78,7 @@ async def measure(api: dict[str, Any]) -> dict[str, float]:
     )
     out: dict[str, float] = {}
 
-    async with open_channel() as ch:
+    def turns_of(ch: Any) -> Callable[[int], None]:
         drain, scope = drain_of(ch), scope_of(ch)
 
         def turns(n: int) -> None:
@@ -87,7 +87,10 @@ async def measure(api: dict[str, Any]) -> dict[str, float]:
                 with scope():
                     pass
 
-        out["turn_no_ref_us"] = per_op_us(turns, TURNS)
+        return turns
+
+    async with open_channel() as ch:
+        out["turn_no_ref_us"] = per_op_us(turns_of(ch), TURNS)
 
     async with open_channel() as ch:
         ref = ref_of(ch)
@@ -102,18 +105,9 @@ async def measure(api: dict[str, Any]) -> dict[str, float]:
         # a ref exists (so posts are thread-safe and scopes interruptible), nobody subscribed
         out["post_drain_us"] = per_op_us(post_drain, POSTS)
         unsubscribe = api["subscribe"](ref)
-
-        def turns_attached(n: int) -> None:
-            for _ in range(n):
-                drain()
-                with scope():
-                    pass
-
-        out["turn_with_producer_us"] = per_op_us(turns_attached, TURNS)
+        out["turn_with_producer_us"] = per_op_us(turns_of(ch), TURNS)
         out["post_drain_subscribed_us"] = per_op_us(post_drain, POSTS)
         unsubscribe()
-
-        out["post_drain_us"] = per_op_us(post_drain, POSTS)
 
         before = rss_mib()
         post_drain(POSTS)
