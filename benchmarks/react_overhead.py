@@ -14,6 +14,7 @@ Run: .venv/bin/python benchmarks/react_overhead.py [--backend asyncio|trio]
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -25,13 +26,24 @@ import anyio
 from agent_channel import (
     AgentRef,
     ChatMessage,
+    ChatMessageAssistant,
     ChatMessageTool,
     ChatMessageUser,
     ExecutionEvent,
+    ToolCall,
+    Usage,
     UserMessage,
     open_channel,
 )
-from agent_channel_react import AgentState, ScriptStep, call, react, tool, tool_call
+from agent_channel_react import (
+    AgentState,
+    ModelOutput,
+    ScriptStep,
+    call,
+    react,
+    tool,
+    tool_call,
+)
 
 
 @tool
@@ -40,8 +52,17 @@ async def add(a: int, b: int) -> int:
     return a + b
 
 
-def _forever(messages: Sequence[ChatMessage], tools: object) -> ScriptStep:
-    return call(tool_call("add", a=1, b=2), content="Adding.")
+_ids = itertools.count()
+_USAGE = Usage(input_tokens=10, output_tokens=3, total_tokens=13)
+
+
+def _forever(messages: Sequence[ChatMessage], tools: object) -> ModelOutput:
+    # A ready-made output: the scripted model's own work (streaming pieces, counting
+    # the whole conversation's words for usage) would otherwise grow with every turn
+    # and hide the loop's per-turn cost, which is what this benchmark compares.
+    call_ = ToolCall(id=f"c{next(_ids)}", name="add", arguments={"a": 1, "b": 2})
+    message = ChatMessageAssistant(content="Adding.", tool_calls=(call_,))
+    return ModelOutput(message=message, usage=_USAGE)
 
 
 def _agent(turns: int) -> Any:

@@ -147,7 +147,7 @@ class AgentChannel:
         # popleft is atomic, so a post racing in from another thread is never lost
         items = [q.popleft()] if len(q) == 1 else [q.popleft() for _ in range(len(q))]
         if self._subscribers:
-            self.publish(ItemsDrained.model_construct(items=tuple(items)))
+            self.publish(ItemsDrained(items=tuple(items)))
         return items
 
     async def receive(self) -> list[ChannelItem]:
@@ -276,7 +276,7 @@ class _Scope:
         if cancel is not None and self._cs.cancelled_caught:
             ch.turn_state = "cancelled"
             if ch._subscribers:
-                ch.publish(TurnCancelled.model_construct(cancel=cancel))
+                ch.publish(TurnCancelled(cancel=cancel))
             raise AgentInterrupted(cancel) from None
         ch.turn_state = "ended"
         if ch._subscribers:
