@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import anyio
+import anyio.lowlevel
 from agent_channel import (
     AgentChannel,
     AgentInterrupted,
@@ -249,6 +250,8 @@ class _Run:
                             submitted += 1
                             accepted = await self.judge(answer)
             except AgentInterrupted as e:
+                # Let producers act on the cancel (answer their client) before the repair.
+                await anyio.lowlevel.checkpoint()
                 await self.stop(fold(ch.drain()), e.cancel)
                 continue
             if answer is not None:
