@@ -94,6 +94,10 @@ class FrameWriter(Protocol):
 
     def write_frame(self, message: dict[str, Any]) -> None: ...
 
+    async def drain(self) -> None:
+        """Wait while the peer is not reading (backpressure)."""
+        ...
+
 
 _SESSION_UPDATE = CLIENT_METHODS["session_update"]
 
@@ -378,7 +382,11 @@ class Session:
             log.debug("session %s: client gone", self.id)
 
     async def _send(self, update: Any) -> None:
-        await self._conn.session_update(session_id=self.id, update=update)
+        if self._writer is None:
+            await self._conn.session_update(session_id=self.id, update=update)
+            return
+        self._write(update)  # the same bytes as the SDK's session_update, one await fewer
+        await self._writer.drain()
 
     def _prepare(self, entry: _Entry) -> list[Any]:
         """Bookkeeping for ``entry``; the updates it sends, in order.

@@ -86,6 +86,10 @@ class LineTransport:
         """True when a frame written now goes straight out: open, and nothing left buffered."""
         return not self._closed and self._writer.transport.get_write_buffer_size() == 0
 
+    async def drain(self) -> None:
+        """Wait while the peer is not reading (the stream's high-water mark is passed)."""
+        await self._writer.drain()
+
     def write_frame(self, message: dict[str, Any]) -> None:
         """Write one frame now, without waiting for the peer to read (callers check :meth:`ready`).
 
