@@ -259,6 +259,9 @@ class Session:
     # -- the consumer's side (runs in the consumer's task) -----------------------------
 
     def _on_event(self, ev: ExecutionEvent) -> None:
+        if isinstance(ev, ModelDelta):  # by far the most frequent: test it first
+            self._push(ev)
+            return
         if isinstance(ev, ItemsDrained):
             for item in ev.items:
                 fut = self._queued.pop(item.id, None)
@@ -294,7 +297,7 @@ class Session:
             self._cancel_next_turn = False
             self._push(_Resolve(futures, ev.stop_reason or "end_turn", ev.error))
             return
-        if isinstance(ev, ModelDelta | ModelCallFinished | ToolCallStarted | ToolCallFinished):
+        if isinstance(ev, ModelCallFinished | ToolCallStarted | ToolCallFinished):
             self._push(ev)
 
     def _resolve_consumed(self, stop_reason: StopReason) -> None:
