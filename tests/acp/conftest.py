@@ -13,8 +13,8 @@ import asyncio
 import os
 import sys
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,6 +96,19 @@ class Recorder:
         else:
             self.sent.append(event.message)  # noted once written to the agent's stdin
         self._poke()
+
+    @contextmanager
+    def answering(self, policy: PermissionPolicy) -> Iterator[None]:
+        """Answer permission requests with ``policy`` for the block, then allow again."""
+        self.policy = policy
+        try:
+            yield
+        finally:
+            self.policy = allow
+
+    def asked(self, session_id: str) -> bool:
+        """Whether the agent asked permission for ``session_id`` yet."""
+        return any(p["sessionId"] == session_id for p in self.permissions)
 
     def _poke(self) -> None:
         self._changed.set()

@@ -162,13 +162,10 @@ async def test_s4_prompt_during_a_turn_is_queued_and_answered_when_that_turn_end
         await release.wait()
         return await allow(request)
 
-    agent.rec.policy = hold
-    try:
+    with agent.rec.answering(hold):
         sid = await agent.session()
         first = start(agent, sid, "quick one")
-        await agent.rec.wait_until(
-            lambda: any(p["sessionId"] == sid for p in agent.rec.permissions)
-        )
+        await agent.rec.wait_until(lambda: agent.rec.asked(sid))
         second = start(agent, sid, "and another thing")
         # the second prompt is on the agent's stdin before the permission answer
         await agent.rec.wait_until(
@@ -187,8 +184,6 @@ async def test_s4_prompt_during_a_turn_is_queued_and_answered_when_that_turn_end
         assert last_text(agent, sid) == "echo: and another thing"
         frames = updates_after_response(agent, sid)
         assert [f.get("response") for f in frames[-2:]] == ["end_turn", "end_turn"]
-    finally:
-        agent.rec.policy = allow
 
 
 # -- S5 / S6 -------------------------------------------------------------------------
@@ -355,12 +350,9 @@ async def test_s10_tool_approval_through_request_permission(approving_agent: Age
         )
 
     for policy in (deny, unknown):
-        agent.rec.policy = policy
-        try:
+        with agent.rec.answering(policy):
             n = len(agent.rec.updates[sid])
             assert await prompt(agent, sid, "quick no") == "end_turn"
-        finally:
-            agent.rec.policy = allow
         final = [u for u in agent.rec.updates[sid][n:] if u["sessionUpdate"] == "tool_call_update"]
         assert final[-1]["status"] == "failed"
         assert "rejected" in final[-1]["content"][0]["content"]["text"]
@@ -376,18 +368,15 @@ async def test_s10_cancel_while_approval_is_pending_answers_cancelled(
         await never.wait()
         return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
 
-    agent.rec.policy = pending
     try:
-        sid = await agent.session()
-        task = start(agent, sid, "quick maybe")
-        await agent.rec.wait_until(
-            lambda: any(p["sessionId"] == sid for p in agent.rec.permissions)
-        )
-        await agent.conn.cancel(session_id=sid)
-        with anyio.fail_after(GUARD):
-            assert (await task).stop_reason == "cancelled"
+        with agent.rec.answering(pending):
+            sid = await agent.session()
+            task = start(agent, sid, "quick maybe")
+            await agent.rec.wait_until(lambda: agent.rec.asked(sid))
+            await agent.conn.cancel(session_id=sid)
+            with anyio.fail_after(GUARD):
+                assert (await task).stop_reason == "cancelled"
     finally:
-        agent.rec.policy = allow
         never.set()
     assert await prompt(agent, sid, "inspect") == "end_turn"
     roles = [m["role"] for m in model_input(agent, sid)]
