@@ -34,14 +34,18 @@ async def execute_tools(
     tools: Mapping[str, Tool],
     conversation: Sequence[ChatMessage],
     append: Callable[[ChatMessage], None],
+    extra: list[ChatMessage],
 ) -> list[ChatMessageTool]:
     """Run ``message``'s tool calls and append their results in call order.
 
     If the calls are cancelled, the ones that had finished are still appended
-    (their work is real); the caller repairs the rest.
+    (their work is real); the caller repairs the rest. Messages a tool adds
+    besides its result (a handoff's replies) go to ``extra`` for the caller to
+    append once every call has its result, repaired ones included: the results
+    of one message must follow it with nothing between them.
     """
     calls = message.tool_calls
-    done: list[list[ChatMessage] | None] = [None] * len(calls)
+    done: list[tuple[ChatMessageTool, tuple[ChatMessage, ...]] | None] = [None] * len(calls)
 
     async def run(i: int, call: ToolCall) -> None:
         done[i] = await _run_call(ch, call, tools.get(call.name), conversation)
@@ -55,14 +59,15 @@ async def execute_tools(
                     tg.start_soon(run, i, call)
     finally:
         for out in done:
-            for m in out or ():
-                append(m)
-    return [m for out in done for m in out or () if isinstance(m, ChatMessageTool)]
+            if out is not None:
+                append(out[0])
+                extra.extend(out[1])
+    return [out[0] for out in done if out is not None]
 
 
 async def _run_call(
     ch: AgentChannel, call: ToolCall, tool: Tool | None, conversation: Sequence[ChatMessage]
-) -> list[ChatMessage]:
+) -> tuple[ChatMessageTool, tuple[ChatMessage, ...]]:
     arguments: dict[str, Any] = thaw(call.arguments)
     observed = ch.observed  # one call's events are all published, or none
     if observed:
@@ -110,4 +115,4 @@ async def _run_call(
             )
         )
     result = ChatMessageTool(tool_call_id=call.id, function=call.name, content=content, error=error)
-    return [result, *extra]
+    return result, extra

@@ -98,11 +98,12 @@ def handoff(
             last = before[-1]
             before[-1] = last.model_copy(update={"tool_calls": ()})
         state = await run(agent, list(before), on_ref=on_ref)
-        new = state.messages[len(before) :]
+        # What the child added, by id: it may have put its own system message first.
+        known = {m.id for m in before}
         back: list[ChatMessage] = [
             ChatMessageAssistant(content=f"[{name}] {m.text}", model=m.model)
-            for m in new
-            if isinstance(m, ChatMessageAssistant) and m.text
+            for m in state.messages
+            if isinstance(m, ChatMessageAssistant) and m.text and m.id not in known
         ]
         return ToolOutput(f"{name} took over and has finished.", tuple(back))
 

@@ -198,6 +198,7 @@ class _Run:
         self.ch = ch
         self.turns = 0
         self.requests = 0  # model calls since the last user message
+        self.held: list[ChatMessage] = []  # tool-added messages waiting for their batch's results
 
     # -- the loop ------------------------------------------------------------------
 
@@ -243,8 +244,9 @@ class _Run:
                     self.append(output.message)
                     if output.message.tool_calls:
                         results = await execute_tools(
-                            ch, output.message, agent.tools, messages, self.append
+                            ch, output.message, agent.tools, messages, self.append, self.held
                         )
+                        self.release_held()
                         answer = self.submission(results)
                         if answer is not None:
                             submitted += 1
@@ -283,6 +285,12 @@ class _Run:
         if self.ch.observed:
             self.ch.publish(MessageAppended(message=message, index=len(messages) - 1))
 
+    def release_held(self) -> None:
+        """Append what tools added besides their results, now that every call has one."""
+        held, self.held = self.held, []
+        for m in held:
+            self.append(m)
+
     def take(self, folded: Folded) -> None:
         for m in folded.messages:
             self.append(m)
@@ -294,6 +302,7 @@ class _Run:
         reason = (folded.cancel or cancel).reason
         for m in repair(self.state.messages, reason):
             self.append(m)
+        self.release_held()
         if not folded.messages and not folded.other:
             folded = await wait_for_message(self.ch, "cancelled")
         self.take(folded)
