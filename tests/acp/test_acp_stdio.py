@@ -1,4 +1,4 @@
-"""The S-rules of shared/design/acp-behaviour.md, over stdio against a real subprocess.
+"""The S-rules of docs/acp-behaviour.md, over stdio against a real subprocess.
 
 asyncio only: the ACP SDK is asyncio-bound (see conftest).
 """
