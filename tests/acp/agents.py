@@ -18,11 +18,20 @@ The model reads the last user message and follows its keywords:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
-from agent_channel import ChatMessage, ChatMessageAssistant, ChatMessageTool, ChatMessageUser
+from agent_channel import (
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageTool,
+    ChatMessageUser,
+    MessageAppended,
+    ToolCall,
+    agent_channel,
+    wait_for_message,
+)
 from agent_channel_react import (
     GenerateConfig,
     ModelOutput,
@@ -151,6 +160,40 @@ def react_agent(model: str | None = None) -> Body:
 def task_agent(model: str | None = None) -> Body:
     """Starts on a task of its own (a ``task`` user message) before any prompt."""
     return scripted_factory(input=[ChatMessageUser(content="quick task", source="task")])(model)
+
+
+def blocking_task_agent(model: str | None = None) -> Body:
+    """Starts on a task of its own that blocks (a ``block`` tool) before any prompt."""
+    return scripted_factory(input=[ChatMessageUser(content="block task", source="task")])(model)
+
+
+def core_loop_agent(model: str | None = None) -> Callable[[], Awaitable[None]]:
+    """A loop written from the core's docs alone: every message it adds is published as
+    ``MessageAppended`` and nothing else (no deltas, no model-call events). It answers
+    ``echo: <text>``; with ``tool`` in the prompt its answer also names a tool call it never
+    runs (so no ``ToolCallStarted`` either)."""
+
+    async def body() -> None:
+        ch = agent_channel()
+        conversation: list[ChatMessage] = []
+
+        def append(message: ChatMessage) -> None:
+            conversation.append(message)
+            ch.publish(MessageAppended(message=message, index=len(conversation) - 1))
+
+        while True:
+            for m in (await wait_for_message(ch)).messages:
+                append(m)
+            text = conversation[-1].text
+            calls = (ToolCall(id="t1", name="quick", arguments={"why": text}),)
+            with ch.scope():
+                append(
+                    ChatMessageAssistant(
+                        content=f"echo: {text}", tool_calls=calls if "tool" in text else ()
+                    )
+                )
+
+    return body
 
 
 def scripted_factory(**options: Any) -> ScriptedAgentFactory:

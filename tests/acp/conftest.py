@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import sys
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -29,6 +30,7 @@ from acp.schema import (
     DeniedOutcome,
     RequestPermissionResponse,
 )
+from agent_channel_acp import AcpServer, AgentFactory, serve
 
 HERE = Path(__file__).resolve().parent
 GUARD = 10.0
@@ -172,3 +174,60 @@ async def approving_agent(anyio_backend: str) -> AsyncIterator[Agent]:
     """The same agent behind ``--approve``: every tool call asks the client first."""
     async with spawn("--agent", "agents:react_agent", "--approve") as a:
         yield a
+
+
+@dataclass
+class Local:
+    """An SDK client and an in-process server on a socket pair (same transport code as stdio)."""
+
+    conn: ClientSideConnection
+    rec: Recorder
+    served: asyncio.Task[None]
+    client_writer: asyncio.StreamWriter
+
+    async def session(self) -> str:
+        return (await self.conn.new_session(cwd=str(HERE), mcp_servers=[])).session_id
+
+    async def request(self, method: str, params: Any) -> Any:
+        return await self.conn._conn.send_request(method, params)  # pyright: ignore[reportPrivateUsage]
+
+    def stop_reading(self) -> None:
+        """The client stops reading its socket (a stalled client); the server keeps writing."""
+        self.client_writer.transport.pause_reading()  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+
+    def read_again(self) -> None:
+        self.client_writer.transport.resume_reading()  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+
+    async def posted(self) -> None:
+        """Return once every request sent so far has been handled by the server up to its first
+        wait: requests are started in wire order, so a round trip after them proves it."""
+        with anyio.fail_after(GUARD):
+            await self.conn.initialize(protocol_version=1)
+
+
+@asynccontextmanager
+async def in_process(
+    factory: AgentFactory, *, buffer: int | None = None, **options: Any
+) -> AsyncIterator[Local]:
+    """Serve ``AcpServer(factory, **options)`` in this process; ``buffer`` shrinks the kernel's
+    socket buffers so a client that stops reading pushes back after a few KiB."""
+    a, b = socket.socketpair()
+    if buffer is not None:
+        for s in (a, b):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, buffer)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer)
+    server_reader, server_writer = await asyncio.open_connection(sock=a)
+    client_reader, client_writer = await asyncio.open_connection(sock=b, limit=1 << 24)
+    server = AcpServer(factory, **options)
+    served = asyncio.ensure_future(serve(server, server_reader, server_writer))
+    rec = Recorder()
+    conn = ClientSideConnection(rec, client_writer, client_reader, observers=[rec.observe])
+    try:
+        with anyio.fail_after(GUARD):
+            await conn.initialize(protocol_version=1)
+        yield Local(conn, rec, served, client_writer)
+    finally:
+        await conn.close()
+        client_writer.close()  # EOF for the server
+        with anyio.fail_after(GUARD):
+            await served

@@ -42,10 +42,10 @@ async def test_invalid_params_is_32602_with_the_validation_errors(agent: Agent) 
     assert e.code == -32602 and "cwd" in json.dumps(e.data)
 
 
-async def test_unknown_session_is_32602_with_a_reason(agent: Agent) -> None:
+async def test_unknown_session_is_32002_with_a_reason(agent: Agent) -> None:
     blocks = [{"type": "text", "text": "hello"}]
     e = await error_of(agent, "session/prompt", {"sessionId": "nope", "prompt": blocks})
-    assert e.code == -32602 and "unknown session" in e.data["reason"]
+    assert e.code == -32002 and "unknown session" in e.data["reason"]
     await agent.conn.cancel(session_id="nope")  # a notification: ignored, no answer
     sid = await agent.session()
     with anyio.fail_after(GUARD):

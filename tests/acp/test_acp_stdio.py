@@ -83,7 +83,8 @@ async def test_s1_initialize_states_version_and_real_capabilities(agent: Agent) 
     assert caps.prompt_capabilities.audio is False
     assert caps.mcp_capabilities is not None and not caps.mcp_capabilities.http
     assert caps.session_capabilities is not None
-    assert caps.session_capabilities.close is None and caps.session_capabilities.resume is None
+    assert caps.session_capabilities.close is not None  # session/close is served
+    assert caps.session_capabilities.resume is None
     assert r.agent_info is not None
     assert (r.agent_info.name, r.agent_info.version) == ("agent-channel-acp", __version__)
     newer = await agent.conn.initialize(protocol_version=7)
@@ -494,4 +495,4 @@ async def test_s13_load_replays_the_conversation_then_answers(agent: Agent) -> N
     assert await prompt(agent, sid, "hello") == "end_turn"  # the session goes on
     with anyio.fail_after(GUARD), pytest.raises(RequestError) as e:
         await agent.conn.load_session(cwd="/", session_id="nope", mcp_servers=[])
-    assert e.value.code == -32602
+    assert e.value.code == -32002
