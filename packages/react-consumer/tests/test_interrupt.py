@@ -79,9 +79,11 @@ async def test_interrupt_during_blocking_tool_repairs_then_waits_for_the_operato
     model = ScriptedModel([call(tool_call("block")), reply("After the stop.")])
 
     async def producer(ref: AgentRef, rec: Recorder) -> None:
+        release = ref.mark_live()  # an operator is there to answer the wait
         await blocker.started.wait()
         ref.interrupt()
         await rec.seen("awaiting_input")
+        release()  # so the answer after "Carry on." ends the run instead of parking
         ref.post(UserMessage("Carry on."))
 
     agent = react(model=model, tools=[blocker.tool], submit=False)
@@ -157,6 +159,7 @@ async def test_interrupt_between_turns_is_delivered_at_the_next_boundary() -> No
             refs.pop().interrupt()  # no scope is bound now: a plain delivery
 
     async def producer(ref: AgentRef, rec: Recorder) -> None:
+        ref.mark_live()  # an operator is there to answer the wait
         refs.append(ref)
         ref.subscribe(interrupt_when_the_turn_ends)
         await rec.seen("awaiting_input")
@@ -311,3 +314,51 @@ async def test_interrupt_while_the_approver_is_pending_abandons_it() -> None:
     assert state.messages[3].error == "cancelled"
     assert rec.of("tool_call_finished")[0].status == "cancelled"
     assert isinstance(state.messages[-1], ChatMessageAssistant)
+
+
+@pytest.mark.parametrize("submit", [True, False], ids=["submit", "interactive"])
+async def test_an_interrupt_with_no_live_producer_carries_on_with_the_repaired_conversation(
+    submit: bool,
+) -> None:
+    blocker = Blocker()
+    second = call(tool_call("submit", answer="done")) if submit else reply("Done anyway.")
+    model = ScriptedModel([call(tool_call("block")), second])
+    parked: list[str] = []
+
+    async def producer(ref: AgentRef, rec: Recorder) -> None:
+        def unpark(e: ExecutionEvent) -> None:
+            if e.type == "awaiting_input":  # nobody is there to answer: record it, then free it
+                parked.append(e.stop_reason)
+                ref.post(UserMessage("Unparked by the test."))
+
+        ref.subscribe(unpark)
+        await blocker.started.wait()
+        ref.interrupt(Cancel("limit"))
+
+    agent = react(model=model, tools=[blocker.tool], submit=submit)
+    state, rec = await drive(agent, _input(), producer)  # not live: no ref.mark_live()
+    assert parked == []
+    assert state.output.end == ("submitted" if submit else "answered")
+    repaired = model.calls[1].messages[-1]
+    assert isinstance(repaired, ChatMessageTool) and repaired.error == "cancelled"
+    assert repaired.text == "Tool call cancelled by a limit."
+
+
+async def test_an_interrupt_between_turns_with_no_live_producer_carries_on() -> None:
+    model = ScriptedModel([call(tool_call("add", a=1, b=1)), call(tool_call("submit", answer="2"))])
+    parked: list[str] = []
+
+    async def producer(ref: AgentRef, rec: Recorder) -> None:
+        def on_event(e: ExecutionEvent) -> None:
+            if e.type == "turn_ended" and rec.types.count("turn_ended") == 1:
+                ref.interrupt()  # no scope is bound now: delivered at the next drain
+            elif e.type == "awaiting_input":
+                parked.append(e.stop_reason)
+                ref.post(UserMessage("Unparked by the test."))
+
+        ref.subscribe(on_event)
+
+    state, rec = await drive(react(model=model, tools=[add]), _input(), producer)
+    assert parked == []
+    assert rec.of("turn_cancelled")
+    assert state.output.completion == "2"

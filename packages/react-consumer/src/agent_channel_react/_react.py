@@ -4,7 +4,8 @@ One iteration ("turn") is: drain and fold what producers queued, then one
 ``scope()`` around the model call *and* the tool calls it asks for. An
 interrupt anywhere in that region surfaces as ``AgentInterrupted``; the loop
 repairs the conversation and waits for the operator (stop-and-wait), unless a
-message came with the interrupt, in which case it carries on at once.
+message came with the interrupt, in which case it carries on at once (as it
+does when no live producer is attached: nobody could answer the wait).
 """
 
 from __future__ import annotations
@@ -298,12 +299,16 @@ class _Run:
             self.requests = 0
 
     async def stop(self, folded: Folded, cancel: Cancel) -> None:
-        """After an interrupt: repair, then carry on with the redirect or wait for one."""
+        """After an interrupt: repair, then carry on with the redirect or wait for one.
+
+        Only a live producer can send the redirect; without one the loop carries
+        on with the repaired conversation (parking would never end).
+        """
         reason = (folded.cancel or cancel).reason
         for m in repair(self.state.messages, reason):
             self.append(m)
         self.release_held()
-        if not folded.messages and not folded.other:
+        if not folded.messages and not folded.other and self.ch.is_live:
             folded = await wait_for_message(self.ch, "cancelled")
         self.take(folded)
 
