@@ -24,8 +24,10 @@ from agent_channel_react import (
     ScriptedModel,
     ScriptStep,
     call,
+    handoff,
     react,
     reply,
+    tool,
     tool_call,
 )
 
@@ -46,6 +48,18 @@ async def _checker(answer: str, state: AgentState) -> bool:
 
 async def _never(answer: str, state: AgentState) -> bool:
     return False
+
+
+@tool(kind="read", title="Reading {path[0]}")
+async def read(path: Any = None) -> str:
+    """Read a path (its title indexes into the argument)."""
+    return f"read {path!r}"
+
+
+@tool(kind="search", title="Finding {query.name} in {where:>5d}")
+async def find(query: Any = None, where: Any = None) -> str:
+    """Find something (its title reads an attribute and needs an int)."""
+    return "found"
 
 
 def _forever(messages: Any, tools: Any) -> ScriptStep:
@@ -108,6 +122,37 @@ SCRIPTS: dict[str, tuple[Any, Scenario]] = {
     "attempts_exhausted": (
         [call(tool_call("submit", answer="a")), call(tool_call("submit", answer="b"))],
         lambda m: react(model=m, attempts=Attempts(2, _never, "Wrong, again.")),
+    ),
+    "tool_titles": (
+        [
+            call(
+                tool_call("read", path=3),  # TypeError: 'int' object is not subscriptable
+                tool_call("read", path=["a", "b"]),  # fits
+                tool_call("read"),  # None[0]: TypeError
+                tool_call("find", query="x", where=1),  # AttributeError
+                tool_call("find", query=None, where="far"),  # AttributeError, then ValueError
+                tool_call("echo"),  # KeyError (and an invalid call)
+            ),
+            call(tool_call("submit", answer="titles")),
+        ],
+        lambda m: react(model=m, tools=[read, find, echo]),
+    ),
+    "handoff_beside_a_tool": (
+        [
+            call(tool_call("helper"), tool_call("add", a=1, b=2), content="Two at once."),
+            call(tool_call("submit", answer="3")),
+        ],
+        lambda m: react(
+            model=m,
+            tools=[
+                handoff(
+                    react(model=ScriptedModel(["Helper: 3."]), submit=False, prompt="Helper."),
+                    name="helper",
+                    description="Hand over to the helper.",
+                ),
+                add,
+            ],
+        ),
     ),
     "max_turns": (_forever, lambda m: react(model=m, tools=[add], max_turns=3)),
     "message_limit": (_forever, lambda m: react(model=m, tools=[add], message_limit=7)),

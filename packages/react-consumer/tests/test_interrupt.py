@@ -336,7 +336,7 @@ async def test_an_interrupt_with_no_live_producer_carries_on_with_the_repaired_c
         ref.interrupt(Cancel("limit"))
 
     agent = react(model=model, tools=[blocker.tool], submit=submit)
-    state, rec = await drive(agent, _input(), producer)  # not live: no ref.mark_live()
+    state, _ = await drive(agent, _input(), producer)  # not live: no ref.mark_live()
     assert parked == []
     assert state.output.end == ("submitted" if submit else "answered")
     repaired = model.calls[1].messages[-1]

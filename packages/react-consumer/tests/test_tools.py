@@ -55,3 +55,16 @@ async def test_calls_of_one_message_run_concurrently() -> None:
     )
     results = [m.text for m in state.messages if isinstance(m, ChatMessageTool)]
     assert results == ["ping", "pong"]  # sequentially this would deadlock
+
+
+def test_a_title_that_does_not_fit_the_models_arguments_falls_back_to_the_template() -> None:
+    @tool(title="Reading {path[0]} as {mode.upper} ({n:d})")
+    async def read(path: object = None, mode: object = None, n: object = None) -> str:
+        """Read."""
+        return ""
+
+    for arguments in ({"path": 3}, {"path": "ab", "mode": 1}, {"path": "ab", "n": "x"}, {}):
+        assert read.describe(arguments) == read.title
+    assert read.describe({"path": "ab", "mode": "r", "n": 2}) == (
+        f"Reading a as {'r'.upper} (2)"
+    )

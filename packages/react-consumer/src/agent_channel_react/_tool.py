@@ -57,12 +57,18 @@ class Tool:
         return ToolInfo(name=self.name, description=self.description, parameters=self.parameters)
 
     def describe(self, arguments: Mapping[str, Any]) -> str | None:
-        """The title for one call, or None when the format does not fit the arguments."""
+        """The title for one call; the bare template when the arguments do not fit it.
+
+        The arguments come from the model, so anything can go wrong in formatting
+        (a missing key, indexing an int, an attribute a str lacks, a bad format
+        spec); none of it may fail the call, or an observed run would differ from
+        an unobserved one (only observed runs build titles).
+        """
         if self.title is None:
             return None
         try:
             return self.title.format_map(dict(arguments))
-        except (KeyError, IndexError, ValueError):
+        except Exception:
             return self.title
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
