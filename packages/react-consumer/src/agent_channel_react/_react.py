@@ -20,6 +20,7 @@ from agent_channel import (
     AgentChannel,
     AgentInterrupted,
     Cancel,
+    CancelReason,
     ChatMessage,
     ChatMessageSystem,
     ChatMessageTool,
@@ -234,9 +235,7 @@ class _Run:
                 if end == "max_turn_requests" and interactive and ch.is_live:
                     self.take(await wait_for_message(ch, "max_turn_requests"))
                     continue
-                return self.finish(
-                    end, detail, "max_tokens" if end == "token_limit" else "max_turn_requests"
-                )
+                return self.finish_at_limit(end, detail)
             answer: str | None = None
             accepted = False
             try:
@@ -255,6 +254,10 @@ class _Run:
             except AgentInterrupted as e:
                 # Let producers act on the cancel (answer their client) before the repair.
                 await anyio.lowlevel.checkpoint()
+                hit = self.ceiling_hit()
+                if hit is not None:  # the stopped turn was the last one allowed
+                    self.repair(e.cancel.reason)
+                    return self.finish_at_limit(*hit)
                 await self.stop(fold(ch.drain()), e.cancel)
                 continue
             if answer is not None:
@@ -265,6 +268,12 @@ class _Run:
                 if submitted >= agent.attempts.attempts:
                     detail = f"no accepted answer in {submitted} attempt(s)"
                     return self.finish("attempts", detail, "end_turn", answer)
+            # A ceiling reached by this turn ends the run here, before a park or a
+            # drain could take in (or a prompt add) what the run would never answer.
+            hit = self.ceiling_hit()
+            if hit is not None:
+                return self.finish_at_limit(*hit)
+            if answer is not None:
                 self.append(ChatMessageUser(content=agent.attempts.incorrect_message))
                 continue
             if output.message.tool_calls:
@@ -286,6 +295,12 @@ class _Run:
         if self.ch.observed:
             self.ch.publish(MessageAppended(message=message, index=len(messages) - 1))
 
+    def repair(self, reason: CancelReason) -> None:
+        """Answer every call the interrupt left unanswered, then add what tools held back."""
+        for m in repair(self.state.messages, reason):
+            self.append(m)
+        self.release_held()
+
     def release_held(self) -> None:
         """Append what tools added besides their results, now that every call has one."""
         held, self.held = self.held, []
@@ -304,10 +319,7 @@ class _Run:
         Only a live producer can send the redirect; without one the loop carries
         on with the repaired conversation (parking would never end).
         """
-        reason = (folded.cancel or cancel).reason
-        for m in repair(self.state.messages, reason):
-            self.append(m)
-        self.release_held()
+        self.repair((folded.cancel or cancel).reason)
         if not folded.messages and not folded.other and self.ch.is_live:
             folded = await wait_for_message(self.ch, "cancelled")
         self.take(folded)
@@ -381,18 +393,29 @@ class _Run:
         return await checker(answer, self.state)
 
     def limit_hit(self) -> tuple[EndReason, str] | None:
+        hit = self.ceiling_hit()
+        most = self.agent.limits.max_turn_requests
+        if hit is None and most is not None and self.requests >= most:
+            return "max_turn_requests", (
+                f"reached max_turn_requests ({most} model calls for one prompt)"
+            )
+        return hit
+
+    def ceiling_hit(self) -> tuple[EndReason, str] | None:
+        """The limits that end the run outright (``max_turn_requests`` may park instead)."""
         lim, state = self.agent.limits, self.state
         if lim.max_turns is not None and self.turns >= lim.max_turns:
             return "max_turns", f"reached max_turns ({lim.max_turns} model calls)"
-        if lim.max_turn_requests is not None and self.requests >= lim.max_turn_requests:
-            return "max_turn_requests", (
-                f"reached max_turn_requests ({lim.max_turn_requests} model calls for one prompt)"
-            )
         if lim.message_limit is not None and len(state.messages) >= lim.message_limit:
             return "message_limit", f"reached message_limit ({lim.message_limit} messages)"
         if lim.token_limit is not None and state.output.usage.total_tokens >= lim.token_limit:
             return "token_limit", f"reached token_limit ({lim.token_limit} tokens)"
         return None
+
+    def finish_at_limit(self, end: EndReason, detail: str) -> AgentState:
+        return self.finish(
+            end, detail, "max_tokens" if end == "token_limit" else "max_turn_requests"
+        )
 
     def finish(
         self, end: EndReason, detail: str, stop_reason: StopReason, answer: str | None = None
