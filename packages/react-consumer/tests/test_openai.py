@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import anyio
@@ -164,3 +166,39 @@ def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     model = OpenAIModel()
     assert model.name == "llama3"
     assert str(model.client.base_url).rstrip("/") == "http://127.0.0.1:9/v1"
+
+
+def test_the_adapter_is_public_and_importing_the_package_does_not_import_openai() -> None:
+    probe = (
+        "import sys, agent_channel_react as r\n"
+        "assert 'openai' not in sys.modules, 'openai imported by the package'\n"
+        "assert {'OpenAIModel', 'ModelError'} <= set(r.__all__)\n"
+        "from agent_channel_react import ModelError, OpenAIModel\n"
+        "assert 'openai' in sys.modules\n"
+        "from agent_channel_react._openai import ModelError as E, OpenAIModel as M\n"
+        "assert (OpenAIModel, ModelError) == (M, E)\n"
+        "try:\n"
+        "    r.NoSuchThing\n"
+        "except AttributeError as e:\n"
+        "    assert 'NoSuchThing' in str(e)\n"
+        "else:\n"
+        "    raise AssertionError('unknown names must raise AttributeError')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_without_the_openai_extra_the_adapter_names_the_extra_to_install() -> None:
+    probe = (
+        "import sys\n"
+        "sys.modules['openai'] = None  # as if it were not installed\n"
+        "import agent_channel_react\n"
+        "try:\n"
+        "    from agent_channel_react import OpenAIModel\n"
+        "except ImportError as e:\n"
+        "    assert 'agent-channel-react[openai]' in str(e), str(e)\n"
+        "else:\n"
+        "    raise AssertionError('imported without openai')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -5,6 +5,8 @@ tool calls) in one interruptible scope, and publishes the core's execution
 events, so any producer can steer it and render it without knowing it.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._agent import Agent
 from ._factory import Body, ScriptedAgentFactory, scripted_agent_factory
 from ._model import GenerateConfig, Model, ModelOutput, Stream, ToolInfo
@@ -32,7 +34,33 @@ from ._scripted import (
 from ._state import AgentOutput, AgentState, EndReason
 from ._tool import Tool, ToolError, ToolOutput, tool
 
+if TYPE_CHECKING:
+    from ._openai import ModelError, OpenAIModel
+
 __version__ = "0.1.0"
+
+_LAZY = {"ModelError", "OpenAIModel"}
+"""Names from the OpenAI-compatible adapter: importing it imports ``openai`` (an extra)."""
+
+
+def __getattr__(name: str) -> Any:
+    # Only on first use, so the package imports without the ``openai`` extra.
+    if name in _LAZY:
+        try:
+            from . import _openai
+        except ModuleNotFoundError as e:
+            if e.name != "openai":
+                raise
+            raise ModuleNotFoundError(
+                f"{name} needs the openai extra: pip install 'agent-channel-react[openai]'",
+                name="openai",
+            ) from e
+
+        value = getattr(_openai, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CONTINUE_PROMPT",
@@ -48,7 +76,9 @@ __all__ = [
     "Limits",
     "Model",
     "ModelCall",
+    "ModelError",
     "ModelOutput",
+    "OpenAIModel",
     "ReactAgent",
     "ScriptExhausted",
     "ScriptItem",
