@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -202,3 +203,23 @@ def test_without_the_openai_extra_the_adapter_names_the_extra_to_install() -> No
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_a_server_that_cannot_be_reached_is_named_in_one_clear_error() -> None:
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    model = OpenAIModel("fake-model", base_url=url, api_key="test", max_retries=0)
+    rec = Recorder()
+    with pytest.raises(ModelError) as caught:
+        async with open_channel() as ch:
+            ch.ref().subscribe(rec)
+            await react(model=model, submit=False)(_input())
+    message = str(caught.value)
+    assert message.startswith(f"cannot reach the model server at {url}: "), message
+    assert len(message) > len(f"cannot reach the model server at {url}: ")  # and why
+    assert message in (rec.of("model_call_finished")[0].error or "")

@@ -31,7 +31,7 @@ from agent_channel import (
     Usage,
     thaw,
 )
-from openai import AsyncOpenAI
+from openai import APIConnectionError, AsyncOpenAI
 
 from ._model import GenerateConfig, ModelOutput, Stream, ToolInfo
 
@@ -45,7 +45,7 @@ _FINISH: dict[str, StopReason] = {
 
 
 class ModelError(RuntimeError):
-    """The provider failed mid-call (a dropped stream, an error response)."""
+    """The provider failed: it could not be reached, or the stream broke off."""
 
 
 class OpenAIModel:
@@ -74,6 +74,11 @@ class OpenAIModel:
         self.client = client or AsyncOpenAI(
             base_url=base_url, api_key=api_key, max_retries=max_retries
         )
+
+    @property
+    def base_url(self) -> str:
+        """Where requests go (the client's base URL, without a trailing slash)."""
+        return str(self.client.base_url).rstrip("/")
 
     async def generate(
         self,
@@ -112,7 +117,12 @@ class OpenAIModel:
         calls: dict[int, dict[str, str]] = {}
         finish: str | None = None
         usage: Usage | None = None
-        response = await self.client.chat.completions.create(**request)
+        try:
+            response = await self.client.chat.completions.create(**request)
+        except APIConnectionError as e:
+            raise ModelError(
+                f"cannot reach the model server at {self.base_url}: {_reason(e)}"
+            ) from e
         try:
             async for chunk in response:
                 if chunk.usage is not None:
@@ -168,6 +178,20 @@ class OpenAIModel:
         return ModelOutput(
             message=message, stop_reason=_FINISH.get(finish, "end_turn"), usage=usage
         )
+
+
+def _reason(error: BaseException) -> str:
+    """The root cause of a connection failure ("Connection refused", "Name or service not
+    known"), not the SDK's generic "Connection error." wrapped around it."""
+    reason = error
+    while True:
+        inner = reason.__cause__ or reason.__context__
+        if isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
+            inner = inner.exceptions[0]
+        if inner is None or isinstance(inner, BaseExceptionGroup):
+            break
+        reason = inner
+    return str(reason) or type(reason).__name__
 
 
 def _tool_call(index: int, c: dict[str, str]) -> ToolCall:
