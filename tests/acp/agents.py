@@ -202,3 +202,18 @@ def scripted_factory(**options: Any) -> ScriptedAgentFactory:
     options.setdefault("prompt", "You are a test agent.")
     options.setdefault("max_turn_requests", 3)
     return scripted_agent_factory(script, **options)
+
+
+def chatty_agent(model: str | None = None) -> Body:
+    """``react_agent`` that first logs 20,000 distinct lines (2 MB): far more than a pipe holds."""
+    import logging
+
+    inner = react_agent(model)
+
+    async def body() -> Any:
+        log = logging.getLogger("agents.chatty")
+        for i in range(20_000):
+            log.warning(f"chatty line {i}: " + "x" * 80)  # distinct texts: no rate limit applies
+        return await inner()
+
+    return body
