@@ -201,6 +201,7 @@ class _Run:
         self.turns = 0
         self.requests = 0  # model calls since the last user message
         self.held: list[ChatMessage] = []  # tool-added messages waiting for their batch's results
+        self.call_ids = f"{new_id()}-"  # model call ids: this prefix and the call's number
 
     # -- the loop ------------------------------------------------------------------
 
@@ -331,7 +332,7 @@ class _Run:
         message_id = new_id()
         observed = ch.observed  # one call's events are all published, or none
         if observed:
-            call_id = new_id()
+            call_id = f"{self.call_ids}{self.turns}"  # unique in the execution, and cheap
             ch.publish(ModelCallStarted(call_id=call_id, model=agent.model.name))
 
             def text(d: str) -> None:
