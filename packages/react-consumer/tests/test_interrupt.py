@@ -93,6 +93,7 @@ async def test_interrupt_during_blocking_tool_repairs_then_waits_for_the_operato
     assert isinstance(repaired, ChatMessageTool) and repaired.error == "cancelled"
     assert repaired.tool_call_id == "call_1"
     assert rec.of("awaiting_input")[0].stop_reason == "cancelled"
+    assert len(rec.of("turn_cancelled")) == 1
     tool_done = rec.of("tool_call_finished")[0]
     assert tool_done.status == "cancelled"
     order = [
@@ -167,6 +168,7 @@ async def test_interrupt_between_turns_is_delivered_at_the_next_boundary() -> No
 
     state, rec = await drive(react(model=model, tools=[add]), _input(), producer)
     assert rec.index("turn_ended") < rec.index("turn_cancelled") < rec.index("awaiting_input")
+    assert len(rec.of("turn_cancelled")) == 1  # published once, by whoever honours it
     assert rec.of("turn_cancelled")[0].cancel.reason == "user_cancel"
     assert rec.of("awaiting_input")[0].stop_reason == "cancelled"
     assert model.calls[1].messages[-1].text == "Go on."
