@@ -1,21 +1,29 @@
 """``agent-channel-acp``: serve an agent to an ACP client.
 
-Kept import-light: ``--help`` and argument errors never import ``acp`` (about
-0.7 s) or the agent. The agent factory is loaded by dotted path, so this
-package never imports a consumer package.
+Kept import-light: ``--help``, ``--version`` and argument errors never import
+``acp`` (about 0.7 s) or the agent. The agent factory is loaded by dotted
+path, so this package never imports a consumer package.
+
+Every failure the user can cause (a bad flag, level, path or value) is one
+line on stderr and a non-zero exit, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import logging
+import math
 import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
+
+from ._version import __version__
 
 DEMO = "agent_channel_react.demo:demo"
+LOG_ENV = "AGENT_CHANNEL_ACP_LOG"
+_DEMO_HINT = " (install the demo: pip install 'agent-channel-acp[demo]')"
 
 _DESCRIPTION = """\
 Serve an agent-channel agent over the Agent Client Protocol (ACP).
@@ -40,12 +48,56 @@ environment:
 """
 
 
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Exit with one line on stderr."""
+    sys.stderr.write(f"agent-channel-acp: {message}\n")
+    sys.exit(code)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (argparse prints the whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("agent-channel-acp").strip()
+        fail(f"{command + ': ' if command else ''}{message} (see {self.prog} --help)", 2)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
+def _log_level(text: str) -> int:
+    from ._logging import parse_level
+
+    try:
+        return parse_level(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="agent-channel-acp",
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"agent-channel-acp {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     stdio = sub.add_parser(
         "stdio",
@@ -54,11 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_STDIO_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    which = stdio.add_mutually_exclusive_group(required=True)
+    # Not required=True: argparse would report a missing --agent before an unknown flag.
+    which = stdio.add_mutually_exclusive_group()
     which.add_argument(
         "--agent",
         metavar="MODULE:FACTORY",
-        help="agent factory by dotted path: factory(model) -> async body",
+        help="agent factory by dotted path: factory(model) -> async body (required, or --demo)",
     )
     which.add_argument("--demo", action="store_true", help=f"serve the demo agent ({DEMO})")
     stdio.add_argument("--model", metavar="NAME", help="model name passed to the factory")
@@ -69,14 +122,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stdio.add_argument(
         "--context-window",
-        type=int,
+        type=_positive_int,
         metavar="TOKENS",
         help="the model's context size; enables usage_update notifications",
     )
     stdio.add_argument(
         "--log-level",
-        default=os.environ.get("AGENT_CHANNEL_ACP_LOG", "WARNING"),
-        help="stderr log level (default: %(default)s)",
+        type=_log_level,
+        metavar="LEVEL",
+        help=f"stderr log level: DEBUG, INFO, WARNING, ERROR or CRITICAL "
+        f"(default: ${LOG_ENV}, else WARNING)",
     )
     demo = sub.add_parser(
         "demo",
@@ -90,10 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true", help="one JSON object per line, for programs")
     demo.add_argument(
         "--tool-seconds",
-        type=float,
+        type=_positive_seconds,
         default=1.5,
         metavar="S",
-        help="how long each demo tool takes (default: %(default)s)",
+        help="how long each demo tool takes, a positive number (default: %(default)s)",
     )
     return parser
 
@@ -111,26 +166,67 @@ def load_factory(spec: str) -> Callable[..., Any]:
     return obj
 
 
+def _load_or_fail(spec: str, *, demo: bool) -> Callable[..., Any]:
+    """:func:`load_factory`, or exit with one line saying what is wrong and where."""
+    try:
+        return load_factory(spec)
+    except ModuleNotFoundError as e:
+        hint = _DEMO_HINT if demo and (e.name or "").startswith("agent_channel_react") else ""
+        fail(f"cannot import {spec}: {e}{hint}")
+    except Exception as e:
+        fail(f"cannot load {spec}: {_describe(e)}")
+
+
+def _describe(e: BaseException) -> str:
+    """An exception in one line: this module's own errors as they are, others with their place."""
+    if isinstance(e, SyntaxError) and e.filename:
+        return f"{type(e).__name__}: {e.msg} ({e.filename}:{e.lineno})"
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames or frames[-1].filename == __file__:
+        return str(e)
+    place = frames[-1]
+    return f"{type(e).__name__}: {e} ({place.filename}:{place.lineno})"
+
+
+def _env_log_level() -> int:
+    from ._logging import parse_level
+
+    text = os.environ.get(LOG_ENV) or "WARNING"
+    try:
+        return parse_level(text)
+    except ValueError as e:
+        fail(f"{LOG_ENV}: {e}", 2)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    try:
+        _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C before serving started (a slow import, say)
+        os._exit(130)
+
+
+def _main(argv: Sequence[str] | None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.command == "demo":
+        _env_log_level()  # the agent it starts reads it: fail here, in one line
+        _load_or_fail(DEMO, demo=True)
         from ._tour import run_tour
 
         sys.exit(run_tour(as_json=args.json, tool_seconds=args.tool_seconds))
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=str(args.log_level).upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    if not (args.agent or args.demo):
+        fail(
+            "stdio: one of --agent MODULE:FACTORY or --demo is required "
+            "(see agent-channel-acp stdio --help)",
+            2,
+        )
+    level = args.log_level if args.log_level is not None else _env_log_level()
     spec = DEMO if args.demo else args.agent
-    try:
-        factory = load_factory(spec)
-    except ModuleNotFoundError as e:
-        hint = " (install the demo: pip install 'agent-channel-acp[demo]')" if args.demo else ""
-        sys.exit(f"agent-channel-acp: cannot import {spec}: {e}{hint}")
-    except (ValueError, TypeError, AttributeError, ImportError) as e:
-        sys.exit(f"agent-channel-acp: cannot load {spec}: {e}")
+    factory = _load_or_fail(spec, demo=args.demo)
 
+    from ._logging import start_logging
+
+    stop_logging = start_logging(level, sys.stderr)
     from ._server import AcpServer
     from ._stdio import run_stdio
 
@@ -138,6 +234,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         factory, model=args.model, approve=args.approve, context_window=args.context_window
     )
     code = run_stdio(server)
-    logging.shutdown()
+    stop_logging(0.5)
     sys.stderr.flush()
     os._exit(code)  # do not wait for worker threads of abandoned tools

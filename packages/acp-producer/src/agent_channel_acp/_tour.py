@@ -4,7 +4,7 @@ It starts ``agent-channel-acp stdio --demo`` as a subprocess, exactly as an
 editor would, and plays an operator: a prompt, a stop in the middle of a
 tool call, a redirect, and a message queued while the agent works. What the
 agent streams back is printed as it arrives (``--json``: one JSON object per
-line, for programs).
+line, for programs). Ctrl-C ends it quietly with exit status 130.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any, cast
 
-from acp import PROTOCOL_VERSION, Client, spawn_agent_process, text_block
+from acp import PROTOCOL_VERSION, Client, RequestError, spawn_agent_process, text_block
 from acp.schema import RequestPermissionResponse
 
 
@@ -27,7 +27,7 @@ class _Operator:
         self.as_json = as_json
         self.t0 = time.perf_counter()
         self.changed = asyncio.Event()
-        self.tool_running = False
+        self.tools_started = 0  # a count, not a flag: a quick tool may start and end unseen
         self._open_text: str | None = None
 
     def emit(self, who: str, text: str, **data: Any) -> None:
@@ -54,12 +54,11 @@ class _Operator:
         elif kind == "agent_message_chunk":
             self.emit("agent", getattr(update.content, "text", ""), message_id=update.message_id)
         elif kind == "tool_call":
-            self.tool_running = True
+            self.tools_started += 1
             self.emit(
                 "tool", f"▶ {update.title} ({update.status})", tool_call_id=update.tool_call_id
             )
         elif kind == "tool_call_update":
-            self.tool_running = False
             self.emit("tool", f"■ {update.tool_call_id}: {update.status}", status=update.status)
         self.changed.set()
 
@@ -99,23 +98,42 @@ async def _tour(as_json: bool, tool_seconds: float) -> int:
             )
             return response.stop_reason
 
-        # 1. a prompt, stopped while its tool runs
-        first = asyncio.create_task(prompt("What do you know about interruptible agents?"))
-        await op.until(lambda: op.tool_running)
-        op.emit("operator", "✋ stop (session/cancel), mid-tool")
-        await conn.cancel(session_id=session)
-        reasons = [await first]
-        # 2. the redirect: the model sees the repaired conversation
-        reasons.append(await prompt("Never mind that. Just tell me what the notes say."))
-        # 3. a message queued while the agent works: folded in at its next step
-        third = asyncio.create_task(prompt("Summarise it in one line."))
-        await op.until(lambda: op.tool_running)
-        queued = asyncio.create_task(prompt("...and keep it friendly."))
-        reasons += [await third, await queued]
+        async with asyncio.TaskGroup() as tasks:  # Ctrl-C: every prompt is awaited, quietly
+            # 1. a prompt, stopped while its tool runs
+            first = tasks.create_task(prompt("What do you know about interruptible agents?"))
+            await op.until(lambda: op.tools_started >= 1)
+            op.emit("operator", "✋ stop (session/cancel), mid-tool")
+            await conn.cancel(session_id=session)
+            reasons = [await first]
+            # 2. the redirect: the model sees the repaired conversation
+            reasons.append(await prompt("Never mind that. Just tell me what the notes say."))
+            # 3. a message queued while the agent works: folded in at its next step
+            seen = op.tools_started
+            third = tasks.create_task(prompt("Summarise it in one line."))
+            await op.until(lambda: op.tools_started > seen)
+            queued = tasks.create_task(prompt("...and keep it friendly."))
+            reasons += [await third, await queued]
     op.emit("demo", "done", stop_reasons=reasons)
     return 0 if reasons[0] == "cancelled" and "end_turn" in reasons[1:] else 1
 
 
 def run_tour(as_json: bool = False, tool_seconds: float = 1.5) -> int:
     """Run the guided demo; the exit status says whether it behaved as described."""
-    return asyncio.run(_tour(as_json, tool_seconds))
+    try:
+        return asyncio.run(_tour(as_json, tool_seconds))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        lost = _lost_agent(e)
+        if lost is None:
+            raise
+        print(f"agent-channel-acp demo: the agent stopped answering ({lost})", file=sys.stderr)
+        return 1
+
+
+def _lost_agent(e: BaseException) -> BaseException | None:
+    """The connection failure ``e`` is (or a task group's first one), else None."""
+    if isinstance(e, BaseExceptionGroup):
+        found = (_lost_agent(inner) for inner in e.exceptions)
+        return next((x for x in found if x is not None), None)
+    return e if isinstance(e, ConnectionError | RequestError) else None
