@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from acp import RequestError
@@ -204,45 +204,55 @@ def tool_status_update(tool_call_id: str, status: str) -> ToolCallProgress:
     )
 
 
-def tool_failed_update(tool_call_id: str, text: str) -> ToolCallProgress:
+def tool_end_update(tool_call_id: str, status: str, text: str | None) -> ToolCallProgress:
+    """A final state (``completed`` / ``failed``), with ``text`` as its content when given."""
     return ToolCallProgress(
         session_update="tool_call_update",
         tool_call_id=tool_call_id,
-        status="failed",
+        status=status,  # pyright: ignore[reportArgumentType]
         content=_tool_content(text),
     )
 
 
-def replay_updates(
-    history: Sequence[ChatMessage],
-) -> list[
+Card = tuple[str, ToolKind]
+"""A tool call's title and kind, as its live card showed them."""
+
+ReplayUpdate = (
     UserMessageChunk | AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress
-]:
-    """The conversation as the updates a client would have seen (system messages left out)."""
-    results = {m.tool_call_id: m for m in history if isinstance(m, ChatMessageTool)}
-    out: list[
-        UserMessageChunk | AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress
-    ] = []
-    for m in history:
-        if isinstance(m, ChatMessageUser):
-            out.extend(user_chunks(m))
-        elif isinstance(m, ChatMessageAssistant):
-            out.extend(assistant_chunks(m))
-            for call in m.tool_calls:
-                result = results.get(call.id)
-                status = "in_progress"
-                if result is not None:
-                    status = "failed" if result.error else "completed"
-                out.append(
-                    tool_start(
-                        call.id,
-                        title=call.name,
-                        kind="other",
-                        raw_input=thaw(call.arguments),
-                        status=status,
-                        content=None if result is None else (result.text or result.error or ""),
-                    )
-                )
+)
+
+
+def message_updates(
+    message: ChatMessage,
+    results: Mapping[str, ChatMessageTool],
+    cards: Mapping[str, Card],
+) -> list[ReplayUpdate]:
+    """One message of the conversation as the updates a client would have seen (for replay).
+
+    System and tool messages give none (a tool result shows in its call's card); a call's
+    card has the title and kind of its live card (``cards``), else its name and ``other``.
+    """
+    if isinstance(message, ChatMessageUser):
+        return list(user_chunks(message))
+    if not isinstance(message, ChatMessageAssistant):
+        return []
+    out: list[ReplayUpdate] = list(assistant_chunks(message))
+    for call in message.tool_calls:
+        result = results.get(call.id)
+        status = "in_progress"
+        if result is not None:
+            status = "failed" if result.error else "completed"
+        title, kind = cards.get(call.id, (call.name, "other"))
+        out.append(
+            tool_start(
+                call.id,
+                title=title,
+                kind=kind,
+                raw_input=thaw(call.arguments),
+                status=status,
+                content=None if result is None else (result.text or result.error or ""),
+            )
+        )
     return out
 
 

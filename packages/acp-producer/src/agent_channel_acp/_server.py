@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 from uuid import uuid4
 
 from acp import PROTOCOL_VERSION, Agent, RequestError
@@ -18,16 +19,19 @@ from acp.agent.connection import AgentSideConnection
 from acp.schema import (
     AgentCapabilities,
     ClientCapabilities,
+    CloseSessionResponse,
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
+    SessionCapabilities,
+    SessionCloseCapabilities,
 )
 
 from . import _mapping as m
-from ._session import Body, FrameWriter, Session
+from ._session import BACKLOG_LIMIT, Body, FrameWriter, NotRunnable, Session
 from ._transport import LineTransport
 from ._version import __version__
 
@@ -42,11 +46,27 @@ _METHODS = {
     "session/load": "load_session",
     "session/prompt": "prompt",
     "session/cancel": "cancel",
+    "session/close": "close_session",
 }
+_FORGOTTEN = 1024  # ids of sessions no longer kept, remembered to say so (bounded)
+
+
+def not_found(session_id: str, why: str) -> RequestError:
+    """ACP's "resource not found" (-32002), which clients treat as "no such session"."""
+    data = {"reason": f"session {session_id!r}: {why}", "sessionId": session_id}
+    return RequestError(-32002, "Resource not found", data)
 
 
 class AcpServer:
-    """Serves one ACP connection: each ``session/new`` starts one top-level execution."""
+    """Serves one ACP connection: each ``session/new`` starts one top-level execution.
+
+    ``backlog_limit`` bounds the bytes of updates one session queues for a client that is
+    not reading; past it they are dropped with a notice (answers are kept). A finished
+    session is kept for ``session/load`` until :attr:`finished_kept` newer ones finished.
+    """
+
+    finished_kept: ClassVar[int] = 32
+    """How many finished sessions are kept for ``session/load``; older ones are freed."""
 
     def __init__(
         self,
@@ -55,12 +75,16 @@ class AcpServer:
         model: str | None = None,
         approve: bool = False,
         context_window: int | None = None,
+        backlog_limit: int = BACKLOG_LIMIT,
     ) -> None:
         self._factory = factory
         self._model = model
         self._approve = approve
         self._context_window = context_window
-        self._sessions: dict[str, Session] = {}
+        self._backlog_limit = backlog_limit
+        self._sessions: dict[str, Session] = {}  # running
+        self._finished: OrderedDict[str, Session] = OrderedDict()  # kept for session/load
+        self._forgotten: OrderedDict[str, None] = OrderedDict()
         self._conn: AgentSideConnection | None = None
         self._writer: FrameWriter | None = None
 
@@ -89,6 +113,7 @@ class AcpServer:
                 prompt_capabilities=PromptCapabilities(
                     image=True, audio=False, embedded_context=True
                 ),
+                session_capabilities=SessionCapabilities(close=SessionCloseCapabilities()),
             ),
             agent_info=Implementation(
                 name="agent-channel-acp", title="agent-channel", version=__version__
@@ -105,7 +130,8 @@ class AcpServer:
     ) -> NewSessionResponse:
         if mcp_servers:
             log.info("ignoring %d MCP server(s): not supported", len(mcp_servers))
-        assert self._conn is not None
+        if self._conn is None or self._writer is None:
+            raise RuntimeError("serve an AcpServer with serve() or serve_stdio()")
         try:
             body = self._factory(self._model)
         except Exception as e:
@@ -117,12 +143,21 @@ class AcpServer:
             uuid4().hex,
             self._conn,
             body,
+            self._writer,
             approve=self._approve,
             context_window=self._context_window,
-            writer=self._writer,
+            backlog_limit=self._backlog_limit,
+            on_done=self._session_done,
         )
         self._sessions[session.id] = session
-        await session.start()
+        try:
+            await session.start()
+        except NotRunnable as e:
+            self._sessions.pop(session.id, None)
+            log.error("the agent factory did not return a runnable body: %s", e)
+            raise RequestError.internal_error(
+                {"reason": "the agent factory did not return a runnable body", "details": str(e)}
+            ) from None
         # Updates flow once the transport reports this response written (see serve()).
         return NewSessionResponse(session_id=session.id)
 
@@ -145,11 +180,19 @@ class AcpServer:
         return await session.prompt(m.prompt_content(prompt))
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
-        session = self._sessions.get(session_id)
+        session = self._sessions.get(session_id) or self._finished.get(session_id)
         if session is None:
             log.warning("cancel for unknown session %r ignored", session_id)
             return
         session.cancel()
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        session = self._session(session_id)
+        self._sessions.pop(session_id, None)
+        self._finished.pop(session_id, None)
+        self._forget(session_id)
+        await session.close()
+        return CloseSessionResponse()
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         raise RequestError.method_not_found(f"_{method}")
@@ -160,15 +203,26 @@ class AcpServer:
     # -- plumbing ----------------------------------------------------------------------
 
     def _session(self, session_id: str) -> Session:
-        session = self._sessions.get(session_id)
-        if session is None:
-            raise RequestError.invalid_params(
-                {
-                    "reason": "unknown session: this connection holds no such session",
-                    "sessionId": session_id,
-                }
-            )
-        return session
+        session = self._sessions.get(session_id) or self._finished.get(session_id)
+        if session is not None:
+            return session
+        if session_id in self._forgotten:
+            raise not_found(session_id, "it finished and is no longer kept, or it was closed")
+        raise not_found(session_id, "unknown session: this connection holds no such session")
+
+    def _session_done(self, session: Session) -> None:
+        """A session's execution ended and its last updates are out: keep it for load only."""
+        if self._sessions.pop(session.id, None) is None:
+            return  # closed meanwhile
+        self._finished[session.id] = session
+        while len(self._finished) > self.finished_kept:
+            old, _ = self._finished.popitem(last=False)
+            self._forget(old)
+
+    def _forget(self, session_id: str) -> None:
+        self._forgotten[session_id] = None
+        if len(self._forgotten) > _FORGOTTEN:
+            self._forgotten.popitem(last=False)
 
     def session_announced(self, method: str, response: dict[str, Any]) -> None:
         """Transport hook: the ``session/new`` response is written; the session may speak."""
@@ -189,8 +243,8 @@ class AcpServer:
 
     async def shutdown(self) -> None:
         """End every execution (EOF on the transport)."""
-        sessions = list(self._sessions.values())
-        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+        sessions = [*self._sessions.values(), *self._finished.values()]
+        await asyncio.gather(*(s.end() for s in sessions), return_exceptions=True)
 
 
 async def serve(
@@ -206,7 +260,11 @@ async def serve(
     )
     server.use_writer(transport)
     # A plain class on purpose (see the module docstring), hence the cast.
-    conn = AgentSideConnection(cast("Agent", server), transport, listening=False)
+    # Unstable routing serves session/close (stable in the spec, unstable in SDK 0.12);
+    # the other unstable methods have no handler here and get -32601.
+    conn = AgentSideConnection(
+        cast("Agent", server), transport, listening=False, use_unstable_protocol=True
+    )
     try:
         await conn.listen()
     finally:

@@ -1,23 +1,33 @@
 """One ACP session: one top-level execution, its pending prompts and its update stream.
 
-Threading model: everything runs on the connection's event loop. The event
-subscriber runs inside the consumer's task. Entries (updates to send, prompt
-answers) are handled strictly in order, so a prompt's answer always follows
-every update of its turn: when nothing is queued ahead of an entry and the
-transport has nothing buffered, the subscriber handles it on the spot (its
-frames are written at once, a prompt answer is resolved at once); otherwise it
-joins the outbox, which a sender task per session works through, waiting for
-the peer when it is slow to read.
+Everything runs on the connection's event loop; the event subscriber runs inside the
+consumer's task and never waits.
+
+Prompts. Each prompt is posted as a ``UserMessage`` and answered when the turn that
+drained it ends (``AwaitingInput``: its stop reason; ``TurnCancelled``: ``cancelled``),
+when the execution ends (its stop reason or its failure; a prompt it never drained gets
+-32600, S15), or at once when a cancel withdraws it. A cancel marks every prompt not yet
+answered: each is answered ``cancelled`` whenever its answer goes out (S5b).
+
+Updates. Bookkeeping happens when an event arrives; rendering happens when its entry is
+written. Entries are written strictly in order, so an answer follows every update of its
+turn, and nothing after an answer is written before the SDK has written that response
+(S16). When nothing is queued or held and the transport has nothing buffered, an entry
+is written on the spot from the subscriber; otherwise it joins the outbox (bounded, text
+merges: see ``_outbox``), which a sender task works through while a backlog exists. Both
+ways go through :meth:`Session._frames`: an update that cannot be rendered is logged and
+skipped, and answers always go out.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+from uuid import uuid4
 
 from acp import RequestError
 from acp.meta import CLIENT_METHODS
@@ -37,7 +47,11 @@ from agent_channel import (
     Cancel,
     ChannelClosed,
     ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageTool,
     ChatMessageUser,
+    ContentReasoning,
+    ContentText,
     ExecutionEvent,
     ExecutionFinished,
     ItemsDrained,
@@ -48,6 +62,7 @@ from agent_channel import (
     ToolCall,
     ToolCallFinished,
     ToolCallStarted,
+    ToolKind,
     TurnCancelled,
     TurnStarted,
     Usage,
@@ -57,11 +72,18 @@ from agent_channel import (
 )
 
 from . import _mapping as m
+from ._outbox import Outbox, Shed, Text
 
 log = logging.getLogger("agent_channel_acp")
 
 Body = Callable[[], Awaitable[object]]
 """An execution body, as an agent factory returns it."""
+
+BACKLOG_LIMIT = 8 * 1024 * 1024
+"""Bytes of updates one session may queue for a client that is not reading (see ``_outbox``)."""
+
+NOT_READ = "the agent finished before reading this prompt"
+FINISHED = "the session's agent has finished"
 
 ALLOW = "allow_once"
 REJECT = "reject_once"
@@ -69,12 +91,13 @@ _OPTIONS = [
     PermissionOption(option_id=ALLOW, name="Allow", kind="allow_once"),
     PermissionOption(option_id=REJECT, name="Reject", kind="reject_once"),
 ]
+_SESSION_UPDATE = CLIENT_METHODS["session_update"]
+_CHUNK_KIND = {"text": "agent_message_chunk", "reasoning": "agent_thought_chunk"}
+_RECENT = 256  # message / prompt ids remembered to tell "seen" from "new" (bounded)
 
 
 class ClientConn(Protocol):
     """The part of the SDK's agent-side connection a session uses."""
-
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None: ...
 
     async def request_permission(
         self,
@@ -86,7 +109,7 @@ class ClientConn(Protocol):
 
 
 class FrameWriter(Protocol):
-    """A synchronous way to the wire (the connection's transport), for updates sent on the spot."""
+    """A synchronous way to the wire (the connection's transport)."""
 
     def ready(self) -> bool:
         """True when a frame written now goes straight out (no backlog, no backpressure)."""
@@ -99,14 +122,42 @@ class FrameWriter(Protocol):
         ...
 
 
-_SESSION_UPDATE = CLIENT_METHODS["session_update"]
+class NotRunnable(Exception):
+    """The factory's body cannot be run; the message says what it was instead."""
+
+
+@dataclass(slots=True, eq=False)
+class _Prompt:
+    id: str
+    future: asyncio.Future[PromptResponse]
+    task: asyncio.Task[Any] | None
+    cancelled: bool = False
+    """A cancel arrived before its answer went out: it is answered ``cancelled``."""
 
 
 @dataclass(slots=True)
-class _Resolve:
-    futures: list[asyncio.Future[PromptResponse]]
-    stop_reason: StopReason
+class _Answer:
+    prompts: list[_Prompt]
+    stop_reason: StopReason = "end_turn"
     error: str | None = None
+    unread: bool = False
+    usage: Usage | None = None
+
+
+@dataclass(slots=True)
+class _ToolEnd:
+    """A final card state not from a ``ToolCallFinished``, or one whose content was shed."""
+
+    tool_call_id: str
+    name: str
+    status: str
+    text: str | None
+
+
+@dataclass(slots=True)
+class _Usage:
+    used: int
+    size: int
 
 
 @dataclass(slots=True)
@@ -129,7 +180,44 @@ class _Replay:
     history: list[ChatMessage]
 
 
-_Entry = ExecutionEvent | _Resolve | _Announce | _Allowed | _Barrier | _Replay
+@dataclass(slots=True)
+class _End:
+    pass
+
+
+_Entry = (
+    ToolCallStarted
+    | ToolCallFinished
+    | MessageAppended
+    | _ToolEnd
+    | _Usage
+    | _Answer
+    | _Announce
+    | _Allowed
+    | _Barrier
+    | _Replay
+    | _End
+)
+
+
+@dataclass(slots=True)
+class _Recent:
+    """A set that remembers only its last ``_RECENT`` members."""
+
+    items: dict[str, None] = field(default_factory=dict[str, None])
+
+    def add(self, key: str) -> None:
+        items = self.items
+        items[key] = None
+        if len(items) > _RECENT:
+            del items[next(iter(items))]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.items
+
+    def take(self, key: str) -> bool:
+        """Forget ``key``; whether it was there."""
+        return self.items.pop(key, 0) is None
 
 
 class Session:
@@ -140,68 +228,109 @@ class Session:
         session_id: str,
         conn: ClientConn,
         body: Body,
+        writer: FrameWriter,
         *,
         approve: bool = False,
         context_window: int | None = None,
-        writer: FrameWriter | None = None,
+        backlog_limit: int = BACKLOG_LIMIT,
+        on_done: Callable[[Session], None] | None = None,
     ) -> None:
         self.id = session_id
         self._conn = conn
         self._writer = writer
-        self._busy = False  # the sender is part-way through an entry
-        self._gone = False  # the client went away: nothing more is written
         self._body = body
         self._approve = approve
         self._context_window = context_window
+        self._on_done = on_done
         self._ref: AgentRef | None = None
-        self._queued: dict[str, asyncio.Future[PromptResponse]] = {}
-        self._consumed: list[asyncio.Future[PromptResponse]] = []
-        self._own_ids: set[str] = set()
-        self._cancel_next_turn = False
+        self._start_error: str | None = None
         self._finished: ExecutionFinished | None = None
+        # prompts
+        self._pending: dict[str, _Prompt] = {}  # not answered yet, by item id
+        self._queued: dict[str, _Prompt] = {}  # posted, not drained
+        self._consumed: list[_Prompt] = []  # drained, waiting for their turn's end
+        self._our_cancels: set[str] = set()
+        self._parked = False  # the consumer waits for a message (AwaitingInput)
+        self._own = _Recent()  # ids of the client's prompts: not echoed back
+        self._turn_usage: Usage | None = None
+        # what the client has been shown, or will be
         self._history: list[ChatMessage] = []
-        self._outbox: deque[_Entry] = deque()
-        self._wake = asyncio.Event()
-        self._open = asyncio.Event()
-        self._ready = asyncio.Event()
+        self._cards: dict[str, tuple[str, ToolKind]] = {}
+        self._unfinished: set[str] = set()
+        self._shown = _Recent()  # assistant messages streamed or sent whole already
+        self._last_streamed = ""
+        # writing
+        self._outbox: Outbox[_Entry] = Outbox(backlog_limit, self._shed)
         self._announced: set[str] = set()
         self._awaiting_approval: set[str] = set()
-        self._unfinished: set[str] = set()
-        self._streamed: set[str] = set()
-        self._turn_usage: Usage | None = None
+        self._opened = False
+        self._gone = False
+        self._holds = 0  # answers resolved whose response the SDK has not written yet
+        self._sender: asyncio.Task[None] | None = None
         self._run_task: asyncio.Task[None] | None = None
-        self._send_task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
 
     # -- lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the execution and the sender; return once the ref is taken."""
-        self._send_task = asyncio.create_task(self._send_loop(), name=f"acp-send-{self.id}")
+        """Start the execution; return once it runs. Raises :class:`NotRunnable`."""
+        if not callable(self._body):
+            raise NotRunnable(f"it returned {self._body!r}, which is not callable")
         self._run_task = asyncio.create_task(self._run(), name=f"acp-exec-{self.id}")
         await self._ready.wait()
+        if self._start_error is not None:
+            raise NotRunnable(self._start_error)
 
     def open(self) -> None:
         """Let updates flow: called once the ``session/new`` response is on the wire."""
-        self._open.set()
+        self._opened = True
+        self._kick()
 
-    async def close(self, grace: float = 0.5) -> None:
+    @property
+    def finished(self) -> bool:
+        return self._finished is not None
+
+    async def end(self, grace: float = 0.5) -> None:
         """Stop the execution (outer cancellation, not an interrupt) and the sender."""
-        tasks = [t for t in (self._run_task, self._send_task) if t is not None]
+        tasks = [t for t in (self._run_task, self._sender) if t is not None]
         for t in tasks:
             t.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=grace)
 
+    async def close(self, grace: float = 0.5) -> None:
+        """``session/close``: every pending prompt is answered ``cancelled``, the execution
+        stops, and its last updates and answers go out (waiting at most ``grace`` each)."""
+        for p in self._pending.values():
+            p.cancelled = True
+        run = self._run_task
+        if run is not None and not run.done():
+            run.cancel()
+            await asyncio.wait([run], timeout=grace)
+        try:
+            await asyncio.wait_for(self.flush(), grace)
+        except TimeoutError:
+            log.warning("session %s: closed with updates still queued for the client", self.id)
+
     async def _run(self) -> None:
         approver = self._approve_call if self._approve else None
         try:
             async with open_channel(approver=approver) as ch:
-                ref = self._ref = ch.ref()
+                ref = ch.ref()
+                try:
+                    run = self._body()
+                except Exception as e:
+                    self._start_error = f"calling it raised {e!r}"
+                    return
+                if not inspect.isawaitable(run):
+                    self._start_error = f"calling it returned {run!r}, not an awaitable"
+                    return
+                self._ref = ref
                 release = ref.mark_live()
                 ref.subscribe(self._on_event)
                 self._ready.set()
                 try:
-                    await self._body()
+                    await run
                 finally:
                     release()
         except asyncio.CancelledError:
@@ -214,107 +343,170 @@ class Session:
     # -- requests ----------------------------------------------------------------------
 
     async def prompt(self, content: Any) -> PromptResponse:
-        """Post the prompt and wait for the end of the turn that consumes it."""
+        """Post the prompt and wait for its answer (see the module docstring)."""
         ref = self._ref
         if ref is None or self._finished is not None:
-            raise RequestError.invalid_request(
-                {"reason": "the session's agent has finished", "sessionId": self.id}
-            )
+            raise RequestError.invalid_request({"reason": FINISHED, "sessionId": self.id})
         item = UserMessage(content, source="operator")
-        fut: asyncio.Future[PromptResponse] = asyncio.get_running_loop().create_future()
-        self._queued[item.id] = fut
-        self._own_ids.add(item.id)
+        p = _Prompt(item.id, asyncio.get_running_loop().create_future(), asyncio.current_task())
         try:
             ref.post(item)
         except ChannelClosed:
-            self._queued.pop(item.id, None)
             raise RequestError.invalid_request(
-                {"reason": "the session's agent has finished", "sessionId": self.id}
+                {"reason": FINISHED, "sessionId": self.id}
             ) from None
-        return await fut
+        self._pending[item.id] = self._queued[item.id] = p
+        self._own.add(item.id)
+        return await p.future
 
     def cancel(self) -> None:
-        """Interrupt the turn a pending prompt runs in; with nothing pending, do nothing at all."""
+        """S5b: every prompt not answered yet will answer ``cancelled``; those no boundary has
+        taken are withdrawn (answered now); a turn that runs or is about to is interrupted.
+        With nothing pending this does nothing at all (S7)."""
         ref = self._ref
-        if ref is None or not (self._queued or self._consumed):
+        if ref is None or not self._pending:
             return
-        if ref.turn_state == "started":
-            ref.interrupt(Cancel("user_cancel"))
-        else:
-            # Between turns (or parked with the prompt not yet drained) a posted Cancel
-            # would be dropped or would race the prompt: stop the next turn instead.
-            self._cancel_next_turn = True
+        for p in self._pending.values():
+            p.cancelled = True
+        withdrawn = [p for p in self._queued.values() if _withdraw(ref, p.id)]
+        for p in withdrawn:
+            del self._queued[p.id]
+        if withdrawn:
+            self._push(_Answer(withdrawn, "cancelled"), keep=True)
+        if self._finished is None and (self._consumed or not self._parked):
+            cancel = Cancel("user_cancel")
+            self._our_cancels.add(cancel.id)
+            ref.interrupt(cancel)
 
     async def replay(self) -> None:
         """Queue the conversation so far as updates, ahead of anything that follows."""
-        self._push(_Replay(list(self._history)))
+        self._push(_Replay(list(self._history)), keep=True)
         await self.flush()
 
     async def flush(self) -> None:
         """Wait until everything queued so far is on the wire."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._push(_Barrier(done))
+        self._push(_Barrier(done), keep=True)
         await done
 
     # -- the consumer's side (runs in the consumer's task) -----------------------------
 
     def _on_event(self, ev: ExecutionEvent) -> None:
-        if isinstance(ev, ModelDelta):  # by far the most frequent: test it first
-            self._push(ev)
+        if isinstance(ev, ModelDelta):  # by far the most frequent: first, and short
+            mid = ev.message_id
+            if mid != self._last_streamed:
+                self._last_streamed = mid
+                self._shown.add(mid)
+            self._text(mid, ev.kind, ev.text)
             return
         if isinstance(ev, ItemsDrained):
+            self._parked = False
             for item in ev.items:
-                fut = self._queued.pop(item.id, None)
-                if fut is not None:
-                    self._consumed.append(fut)
+                p = self._queued.pop(item.id, None)
+                if p is not None:
+                    self._consumed.append(p)
             return
         if isinstance(ev, TurnStarted):
-            if self._cancel_next_turn and self._ref is not None:
-                self._cancel_next_turn = False
-                self._ref.interrupt(Cancel("user_cancel"))
+            self._parked = False
             return
-        if isinstance(ev, TurnCancelled):
-            self._push(ev)
-            self._resolve_consumed("cancelled")
+        if isinstance(ev, ToolCallStarted):
+            self._cards[ev.tool_call_id] = (ev.title or ev.name, ev.kind)
+            self._unfinished.add(ev.tool_call_id)
+            self._push(ev, _size(ev))
             return
-        if isinstance(ev, AwaitingInput):
-            self._resolve_consumed(ev.stop_reason)
+        if isinstance(ev, ToolCallFinished):
+            self._unfinished.discard(ev.tool_call_id)
+            self._push(ev, len(ev.content) + len(ev.error or ""))
+            return
+        if isinstance(ev, ModelCallFinished):
+            self._model_finished(ev)
             return
         if isinstance(ev, MessageAppended):
-            msg = ev.message
-            if ev.index == len(self._history):
-                self._history.append(msg)
-            elif ev.index < len(self._history):
-                self._history[ev.index] = msg
-            if isinstance(msg, ChatMessageUser) and msg.id not in self._own_ids:
-                self._push(ev)  # a message the agent added itself: show it
+            self._appended(ev)
+            return
+        if isinstance(ev, TurnCancelled):
+            for tool_call_id in sorted(self._unfinished):  # a consumer that did not close them
+                name = self._cards.get(tool_call_id, (tool_call_id, "other"))[0]
+                self._push(_ToolEnd(tool_call_id, name, "failed", "cancelled"))
+            self._unfinished.clear()
+            ours = ev.cancel.id in self._our_cancels
+            self._our_cancels.discard(ev.cancel.id)
+            # Ours covers the prompts sent before it; another producer's, the whole turn.
+            done = [p for p in self._consumed if p.cancelled or not ours]
+            if done:
+                self._consumed = [p for p in self._consumed if not (p.cancelled or not ours)]
+            self._answer_turn(done, "cancelled")
+            return
+        if isinstance(ev, AwaitingInput):
+            self._parked = True
+            self._our_cancels.clear()  # nothing left to stop: a late one is dropped
+            done, self._consumed = self._consumed, []
+            self._answer_turn(done, ev.stop_reason)
             return
         if isinstance(ev, ExecutionFinished):
             self._finished = ev
-            futures = [*self._consumed, *self._queued.values()]
-            self._consumed.clear()
+            self._our_cancels.clear()
+            done, self._consumed = self._consumed, []
+            if done:
+                usage, self._turn_usage = self._turn_usage, None
+                self._push(
+                    _Answer(done, ev.stop_reason or "end_turn", ev.error, usage=usage), keep=True
+                )
+            unread = list(self._queued.values())
             self._queued.clear()
-            self._cancel_next_turn = False
-            self._push(_Resolve(futures, ev.stop_reason or "end_turn", ev.error))
-            return
-        if isinstance(ev, ModelCallFinished | ToolCallStarted | ToolCallFinished):
-            self._push(ev)
+            if unread:
+                self._push(_Answer(unread, unread=True), keep=True)
+            self._push(_End(), keep=True)
 
-    def _resolve_consumed(self, stop_reason: StopReason) -> None:
-        futures = self._consumed
-        if futures:
-            self._consumed = []
-            self._push(_Resolve(futures, stop_reason))
-        if not self._queued and not self._consumed:
-            self._cancel_next_turn = False
+    def _answer_turn(self, prompts: list[_Prompt], stop_reason: StopReason) -> None:
+        usage, self._turn_usage = self._turn_usage, None
+        if prompts:
+            self._push(_Answer(prompts, stop_reason, usage=usage), keep=True)
+
+    def _model_finished(self, ev: ModelCallFinished) -> None:
+        msg = ev.message
+        if msg is not None and msg.id not in self._shown:
+            self._shown.add(msg.id)
+            self._whole(msg)  # a model that does not stream
+        usage = ev.usage
+        if usage is not None:
+            self._turn_usage = usage if self._turn_usage is None else self._turn_usage + usage
+            if self._context_window:
+                used = usage.input_tokens + usage.output_tokens
+                self._push(_Usage(min(used, self._context_window), self._context_window))
+
+    def _appended(self, ev: MessageAppended) -> None:
+        msg = ev.message
+        history = self._history
+        if ev.index == len(history):
+            history.append(msg)
+        elif ev.index < len(history):
+            history[ev.index] = msg
+        if isinstance(msg, ChatMessageUser):
+            if not self._own.take(msg.id):
+                self._push(ev, _size(msg))  # a message the agent added itself: show it
+        elif isinstance(msg, ChatMessageAssistant) and not self._shown.take(msg.id):
+            self._whole(msg)  # neither streamed nor reported by a model call: show it now
+
+    def _whole(self, msg: ChatMessageAssistant) -> None:
+        if isinstance(msg.content, str):
+            if msg.content:
+                self._text(msg.id, "text", msg.content)
+            return
+        for part in msg.content:
+            if isinstance(part, ContentReasoning):
+                self._text(msg.id, "reasoning", part.reasoning)
+            elif isinstance(part, ContentText) and part.text:
+                self._text(msg.id, "text", part.text)
 
     async def _approve_call(self, call: ToolCall) -> bool:
-        self._push(_Announce(call))
+        self._push(_Announce(call), keep=True)
         await self.flush()
+        title, kind = self._cards.get(call.id, (call.name, "other"))
         update = ToolCallUpdate(
             tool_call_id=call.id,
-            title=call.name,
-            kind="other",
+            title=title,
+            kind=kind,
             status="pending",
             raw_input=thaw(call.arguments),
         )
@@ -328,132 +520,174 @@ class Session:
         outcome = getattr(resp, "outcome", None)
         allowed = isinstance(outcome, AllowedOutcome) and outcome.option_id == ALLOW
         if allowed:
-            self._push(_Allowed(call.id))
+            self._push(_Allowed(call.id), keep=True)
         return allowed
 
-    # -- the sender --------------------------------------------------------------------
+    # -- writing -------------------------------------------------------------------------
 
-    def _push(self, entry: _Entry) -> None:
-        if not (self._outbox or self._busy) and self._writes_now(entry):
-            try:
-                for update in self._prepare(entry):
-                    self._write(update)
-            except ConnectionError:
-                self._gone = True
-                log.debug("session %s: client gone", self.id)
-            except Exception:
-                log.exception("session %s: sending an update failed", self.id)
-            return
-        self._outbox.append(entry)
-        self._wake.set()
-
-    def _writes_now(self, entry: _Entry) -> bool:
-        """Whether ``entry`` can be handled on the spot (see the module docstring)."""
-        writer = self._writer
+    def _clear(self) -> bool:
+        """Whether an entry may be written on the spot: nothing queued or held before it."""
         return (
-            writer is not None
-            and self._open.is_set()
-            and not self._gone
-            and not isinstance(entry, _Replay)  # possibly long: let the sender pace it
-            and writer.ready()
+            self._sender is None
+            and not self._holds
+            and self._opened
+            and (self._gone or self._writer.ready())
         )
 
-    def _write(self, update: Any) -> None:
-        assert self._writer is not None
-        notification = SessionNotification(session_id=self.id, update=update)
-        self._writer.write_frame(
-            {"jsonrpc": "2.0", "method": _SESSION_UPDATE, "params": serialize_params(notification)}
-        )
+    def _text(self, message_id: str, kind: str, text: str) -> None:
+        if self._clear() and not self._outbox:
+            self._write(self._chunk(kind, text, message_id))
+            return
+        self._outbox.text(message_id, kind, text)
+        self._kick()
+
+    def _push(self, entry: _Entry, size: int = 0, *, keep: bool = False) -> None:
+        if self._clear() and not self._outbox:
+            for frame in self._frames(entry):
+                self._write(frame)
+            return
+        self._outbox.put(entry, size, keep=keep)
+        self._kick()
+
+    def _write(self, frame: dict[str, Any]) -> None:
+        if self._gone:
+            return
+        try:
+            self._writer.write_frame(frame)
+        except ConnectionError:
+            self._lost()
+
+    def _lost(self) -> None:
+        self._gone = True
+        log.debug("session %s: client gone; answering without writing", self.id)
+
+    def _kick(self) -> None:
+        """Start the sender if a backlog waits and nothing holds it."""
+        if self._sender is None and self._opened and not self._holds and self._outbox:
+            self._sender = asyncio.get_running_loop().create_task(
+                self._send_loop(), name=f"acp-send-{self.id}"
+            )
 
     async def _send_loop(self) -> None:
-        await self._open.wait()
-        outbox = self._outbox
+        outbox, writer = self._outbox, self._writer
         try:
-            while True:
-                if not outbox:
-                    self._wake.clear()
-                    await self._wake.wait()
-                    continue
-                self._busy = True
-                try:
-                    for update in self._prepare(outbox.popleft()):
-                        await self._send(update)
-                finally:
-                    self._busy = False
-        except ConnectionError:
-            self._gone = True
-            log.debug("session %s: client gone", self.id)
+            while outbox and not self._holds:
+                for frame in self._frames(outbox.popleft()):
+                    if self._gone:
+                        break
+                    try:
+                        writer.write_frame(frame)
+                        await writer.drain()
+                    except ConnectionError:
+                        self._lost()
+        finally:
+            self._sender = None
 
-    async def _send(self, update: Any) -> None:
-        if self._writer is None:
-            await self._conn.session_update(session_id=self.id, update=update)
-            return
-        self._write(update)  # the same bytes as the SDK's session_update, one await fewer
-        await self._writer.drain()
+    def _release(self, task: asyncio.Task[Any]) -> None:
+        self._holds -= 1
+        self._kick()
 
-    def _prepare(self, entry: _Entry) -> list[Any]:
-        """Bookkeeping for ``entry``; the updates it sends, in order.
-
-        Answers and barriers take effect here: every entry before them has been sent.
-        """
-        if isinstance(entry, ModelDelta):
-            self._streamed.add(entry.message_id)
-            chunk = m.text_chunk if entry.kind == "text" else m.thought_chunk
-            return [chunk(entry.text, entry.message_id)]
-        if isinstance(entry, ToolCallStarted):
-            self._unfinished.add(entry.tool_call_id)
+    def _shed(self, entry: _Entry) -> _Entry | None:
+        """What stays of a dropped entry: the final state of a card the client already has."""
+        if isinstance(entry, ToolCallFinished):
             if entry.tool_call_id in self._announced:
+                status = "completed" if entry.status == "completed" else "failed"
+                return _ToolEnd(entry.tool_call_id, entry.name, status, None)
+        elif isinstance(entry, _ToolEnd) and entry.tool_call_id in self._announced:
+            return _ToolEnd(entry.tool_call_id, entry.name, entry.status, None)
+        return None
+
+    # -- rendering (runs when an entry is written; every entry before it is out) ---------
+
+    def _frames(self, entry: _Entry | Text | Shed) -> list[dict[str, Any]]:
+        """The frames ``entry`` sends. The one failure policy: an update that cannot be
+        rendered is logged and skipped; the session and its answers go on."""
+        if isinstance(entry, Text):
+            return [self._chunk(entry.kind, entry.text, entry.message_id)]
+        try:
+            updates = self._render(entry)
+        except Exception:
+            log.exception("session %s: an update could not be sent; skipped", self.id)
+            return []
+        frames: list[dict[str, Any]] = []
+        for update in updates:
+            if isinstance(update, dict):
+                frames.append(update)  # pyright: ignore[reportUnknownArgumentType]
+                continue
+            try:
+                notification = SessionNotification(session_id=self.id, update=update)
+                frames.append(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": _SESSION_UPDATE,
+                        "params": serialize_params(notification),
+                    }
+                )
+            except Exception:
+                log.exception("session %s: an update could not be sent; skipped", self.id)
+        return frames
+
+    def _chunk(self, kind: str, text: str, message_id: str) -> dict[str, Any]:
+        """A text chunk's frame, built directly (the same bytes as the SDK's, a lot cheaper)."""
+        return {
+            "jsonrpc": "2.0",
+            "method": _SESSION_UPDATE,
+            "params": {
+                "sessionId": self.id,
+                "update": {
+                    "sessionUpdate": _CHUNK_KIND[kind],
+                    "content": {"type": "text", "text": text},
+                    "messageId": message_id,
+                },
+            },
+        }
+
+    def _render(self, entry: _Entry | Shed) -> list[Any]:
+        if isinstance(entry, ToolCallStarted):
+            tool_call_id = entry.tool_call_id
+            if tool_call_id in self._announced:
                 return [m.tool_started_update(entry)]
             # With approval on, the request follows: the card waits as "pending".
-            self._announced.add(entry.tool_call_id)
+            self._announced.add(tool_call_id)
             if self._approve:
-                self._awaiting_approval.add(entry.tool_call_id)
+                self._awaiting_approval.add(tool_call_id)
+            title, kind = self._cards.get(tool_call_id, (entry.title or entry.name, entry.kind))
             return [
                 m.tool_start(
-                    entry.tool_call_id,
-                    title=entry.title or entry.name,
-                    kind=entry.kind,
+                    tool_call_id,
+                    title=title,
+                    kind=kind,
                     raw_input=thaw(entry.arguments),
                     status="pending" if self._approve else "in_progress",
                 )
             ]
         if isinstance(entry, ToolCallFinished):
-            self._unfinished.discard(entry.tool_call_id)
-            self._awaiting_approval.discard(entry.tool_call_id)
-            out: list[Any] = []
-            if entry.tool_call_id not in self._announced:
-                # Never started (rejected, say): a card first, so no update is orphaned.
-                self._announced.add(entry.tool_call_id)
-                out.append(
-                    m.tool_start(entry.tool_call_id, title=entry.name, kind="other", raw_input=None)
-                )
-            out.append(m.tool_finished_update(entry))
-            return out
-        if isinstance(entry, ModelCallFinished):
-            return self._model_finished(entry)
-        if isinstance(entry, _Resolve):
+            card = self._card_first(entry.tool_call_id, entry.name)
+            return [*card, m.tool_finished_update(entry)]
+        if isinstance(entry, _ToolEnd):
+            card = self._card_first(entry.tool_call_id, entry.name)
+            return [*card, m.tool_end_update(entry.tool_call_id, entry.status, entry.text)]
+        if isinstance(entry, _Answer):
             self._answer(entry)
             return []
-        if isinstance(entry, TurnCancelled):
-            # a consumer that broke rule 1
-            out = [m.tool_failed_update(i, "cancelled") for i in sorted(self._unfinished)]
-            self._unfinished.clear()
-            return out
         if isinstance(entry, MessageAppended):
-            if isinstance(entry.message, ChatMessageUser):
-                return list(m.user_chunks(entry.message))
-            return []
+            message = entry.message
+            return m.user_chunks(message) if isinstance(message, ChatMessageUser) else []
+        if isinstance(entry, _Usage):
+            return [UsageUpdate(session_update="usage_update", used=entry.used, size=entry.size)]
         if isinstance(entry, _Announce):
-            if entry.call.id in self._announced:
+            call = entry.call
+            if call.id in self._announced:
                 return []
-            self._announced.add(entry.call.id)
-            self._awaiting_approval.add(entry.call.id)
+            self._announced.add(call.id)
+            self._awaiting_approval.add(call.id)
+            title, kind = self._cards.get(call.id, (call.name, "other"))
             return [
                 m.tool_start(
-                    entry.call.id,
-                    title=entry.call.name,
-                    kind="other",
-                    raw_input=thaw(entry.call.arguments),
+                    call.id,
+                    title=title,
+                    kind=kind,
+                    raw_input=thaw(call.arguments),
                     status="pending",
                 )
             ]
@@ -467,48 +701,92 @@ class Session:
                 entry.done.set_result(None)
             return []
         if isinstance(entry, _Replay):
-            return list(m.replay_updates(entry.history))
+            return self._replay(entry.history)
+        if isinstance(entry, Shed):
+            note = (
+                f"[agent-channel: {_amount(entry.size)} of updates were not sent: the client "
+                "stopped reading. session/load replays the conversation.]"
+            )
+            return [self._chunk("text", note, f"shed-{uuid4().hex[:12]}")]
+        if isinstance(entry, _End):
+            if self._on_done is not None:
+                self._on_done(self)
+            return []
         return []
 
-    def _model_finished(self, ev: ModelCallFinished) -> list[Any]:
+    def _card_first(self, tool_call_id: str, name: str) -> list[Any]:
+        """A card for a call the client has not seen (rejected before it ran, or shed)."""
+        self._awaiting_approval.discard(tool_call_id)
+        if tool_call_id in self._announced:
+            return []
+        self._announced.add(tool_call_id)
+        title, kind = self._cards.get(tool_call_id, (name, "other"))
+        return [m.tool_start(tool_call_id, title=title, kind=kind, raw_input=None)]
+
+    def _replay(self, history: list[ChatMessage]) -> list[Any]:
+        results = {msg.tool_call_id: msg for msg in history if isinstance(msg, ChatMessageTool)}
         out: list[Any] = []
-        msg = ev.message
-        if msg is not None and msg.id not in self._streamed:
-            out.extend(m.assistant_chunks(msg))  # a model that does not stream
-        if msg is not None:
-            self._streamed.discard(msg.id)
-        if ev.usage is not None:
-            self._turn_usage = ev.usage if self._turn_usage is None else self._turn_usage + ev.usage
-            if self._context_window:
-                used = ev.usage.input_tokens + ev.usage.output_tokens
-                out.append(
-                    UsageUpdate(
-                        session_update="usage_update",
-                        used=min(used, self._context_window),
-                        size=self._context_window,
-                    )
-                )
+        for msg in history:
+            try:
+                out.extend(m.message_updates(msg, results, self._cards))
+            except Exception:
+                log.exception("session %s: a replayed message could not be sent; skipped", self.id)
         return out
 
-    def _answer(self, r: _Resolve) -> None:
-        usage, self._turn_usage = self._turn_usage, None
-        for fut in r.futures:
+    def _answer(self, a: _Answer) -> None:
+        usage: AcpUsage | None = None
+        if a.usage is not None:
+            try:
+                usage = _acp_usage(a.usage)
+            except Exception:
+                log.exception("session %s: the turn's usage could not be sent; left out", self.id)
+        for p in a.prompts:
+            self._pending.pop(p.id, None)
+            fut = p.future
             if fut.done():
                 continue
-            if r.error is not None:
+            if p.cancelled:
+                fut.set_result(PromptResponse(stop_reason="cancelled", usage=usage))
+            elif a.unread:
+                fut.set_exception(RequestError.invalid_request({"reason": NOT_READ}))
+            elif a.error is not None:
                 fut.set_exception(
-                    RequestError.internal_error({"reason": "the agent failed", "details": r.error})
+                    RequestError.internal_error({"reason": "the agent failed", "details": a.error})
                 )
             else:
-                fut.set_result(PromptResponse(stop_reason=r.stop_reason, usage=_acp_usage(usage)))
+                fut.set_result(PromptResponse(stop_reason=a.stop_reason, usage=usage))
+            task = p.task
+            if task is not None and not task.done():
+                # S16: hold what follows until the SDK has written this response.
+                self._holds += 1
+                task.add_done_callback(self._release)
 
 
-def _acp_usage(usage: Usage | None) -> AcpUsage | None:
-    if usage is None:
-        return None
+def _size(model: Any) -> int:
+    """About how many bytes an event holds once queued (its JSON size)."""
+    return len(model.model_dump_json())
+
+
+def _amount(size: int) -> str:
+    return f"{size / 1024 / 1024:.1f} MiB" if size >= 1024 * 1024 else f"{size // 1024} KiB"
+
+
+def _acp_usage(usage: Usage) -> AcpUsage:
     return AcpUsage(
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         total_tokens=usage.total_tokens,
         thought_tokens=usage.reasoning_tokens,
     )
+
+
+def _withdraw(ref: AgentRef, item_id: str) -> bool:  # TEMPORARY until the core's withdraw lands
+    withdraw = getattr(ref, "withdraw", None)
+    if withdraw is not None:
+        return withdraw(item_id)
+    queue = ref._channel._queue  # pyright: ignore[reportPrivateUsage]
+    for item in queue:
+        if item.id == item_id:
+            queue.remove(item)
+            return True
+    return False
