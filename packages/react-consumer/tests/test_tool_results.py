@@ -140,6 +140,7 @@ async def test_the_one_result_rule_holds_under_concurrent_tools_and_random_inter
     rng = random.Random(seed)
 
     async def child_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) -> str:
+        assert_one_result_rule(messages)  # the child's input too
         await _checkpoints(rng)
         return rng.choice(["Child: one.", "Child: two.", ""])
 
