@@ -9,6 +9,7 @@ response, so the log is the only place it shows).
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 
@@ -109,3 +110,40 @@ async def test_unknown_notifications_are_one_line_each_without_traceback(tmp_pat
     assert sum("no/such_method" in line for line in lines) == 1, text
     assert sum("session/prompt" in line for line in lines) == 1, text
     assert sum("session/cancel" in line for line in lines) == 2, text
+
+
+async def test_every_request_read_before_the_input_ends_is_answered() -> None:
+    # A client that sends its last requests and closes its side at once (a script, a pipe):
+    # the end of input must not cut off the answers still being worked out.
+    agent = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agent_channel_acp",
+        "stdio",
+        "--agent",
+        "agents:react_agent",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=agent_env(),
+    )
+    assert agent.stdin is not None and agent.stdout is not None
+
+    def send(request_id: int, method: str, params: dict[str, object]) -> None:
+        frame = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        agent.stdin.write(json.dumps(frame).encode() + b"\n")  # pyright: ignore[reportOptionalMemberAccess]
+
+    with anyio.fail_after(GUARD):
+        send(1, "initialize", {"protocolVersion": 1})
+        send(2, "session/new", {"cwd": str(HERE), "mcpServers": []})
+        frames = [json.loads(await agent.stdout.readline()) for _ in range(2)]
+        session = next(f["result"]["sessionId"] for f in frames if f.get("id") == 2)
+        prompt = [{"type": "text", "text": "block"}]
+        send(3, "session/prompt", {"sessionId": session, "prompt": prompt})
+        send(4, "session/prompt", {"sessionId": session, "prompt": prompt})
+        send(5, "session/new", {"cwd": str(HERE), "mcpServers": []})
+        send(6, "initialize", {"protocolVersion": 1})
+        agent.stdin.close()
+        rest = (await agent.stdout.read()).decode().splitlines()
+        assert await agent.wait() == 0
+    answered = [f["id"] for f in map(json.loads, rest) if "id" in f]
+    assert sorted(answered) == [3, 4, 5, 6], rest

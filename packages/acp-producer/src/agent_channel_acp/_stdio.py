@@ -8,7 +8,9 @@ instead of corrupting the stream.
 Pipes, sockets and terminals are served by the event loop directly. A
 descriptor the loop cannot poll (a regular file, ``/dev/null``) is read by a
 thread and written synchronously (a file never makes a writer wait for a peer),
-so ``< requests.jsonl > replies.jsonl`` and ``< /dev/null`` work too.
+so ``< requests.jsonl > replies.jsonl`` and ``< /dev/null`` work too. Either
+way the reader holds at most about twice its 1 MiB limit; longer frames are
+the transport's business (see ``_transport.MAX_FRAME``).
 """
 
 from __future__ import annotations
@@ -62,16 +64,48 @@ async def stdio_streams() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
 
 
 def _read_in_thread(loop: asyncio.AbstractEventLoop, fd: int, reader: asyncio.StreamReader) -> None:
-    """Feed ``reader`` from a descriptor the loop cannot poll, ending with EOF."""
+    """Feed ``reader`` from a descriptor the loop cannot poll, ending with EOF.
+
+    Bounded like a pipe: the thread hands over one chunk at a time and waits
+    while the reader holds more than twice its limit (the reader pauses its
+    transport then), so a long file is never read into memory whole.
+    """
+    go_on = threading.Event()
+    go_on.set()
+    reader.set_transport(_ThreadReadTransport(go_on))
+    fed = threading.Event()
+
+    def feed(chunk: bytes) -> None:
+        reader.feed_data(chunk)  # may pause us: go_on cleared
+        fed.set()
 
     def pump() -> None:
         with contextlib.suppress(RuntimeError):  # the loop is gone: nobody reads any more
             with contextlib.suppress(OSError):  # unreadable: treat it like the end of input
-                while chunk := os.read(fd, _CHUNK):
-                    loop.call_soon_threadsafe(reader.feed_data, chunk)
+                while go_on.wait() and (chunk := os.read(fd, _CHUNK)):
+                    fed.clear()
+                    loop.call_soon_threadsafe(feed, chunk)
+                    fed.wait()
             loop.call_soon_threadsafe(reader.feed_eof)
 
     threading.Thread(target=pump, name="acp-stdin", daemon=True).start()
+
+
+class _ThreadReadTransport(asyncio.ReadTransport):
+    """What the reader pauses and resumes when stdin is read by a thread."""
+
+    def __init__(self, go_on: threading.Event) -> None:
+        super().__init__()
+        self._go_on = go_on
+
+    def pause_reading(self) -> None:
+        self._go_on.clear()
+
+    def resume_reading(self) -> None:
+        self._go_on.set()
+
+    def is_reading(self) -> bool:
+        return self._go_on.is_set()
 
 
 class _FileWriteTransport(asyncio.WriteTransport):

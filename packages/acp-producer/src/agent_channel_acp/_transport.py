@@ -9,6 +9,21 @@ drops ``_meta`` keys that the SDK would otherwise splice over real handler
 arguments (``_meta.session_id`` replacing the real session id). Everything
 else (ids, dispatch, errors, responses) stays the SDK's.
 
+Bounds and edges, all handled here so the SDK never logs a traceback for them:
+
+- A frame is at most :data:`MAX_FRAME` bytes (8 MiB). A longer line is not
+  buffered: it is skipped to its newline and answered -32600, with
+  ``data.reason`` naming the limit and the line's size (under the request's id
+  when its first bytes name one), and the next line is served.
+- A notification the agent has no handler for (or a ``session/cancel`` without
+  a session id) is one warning line, not the SDK's traceback.
+- End of input does not cut off requests already read: the end is reported to
+  the SDK once every one of them except prompts (which the end of the
+  executions answers) has its response, and closing waits briefly for the rest.
+- A client that is gone is a debug line: a response that can no longer be
+  written is dropped quietly; anything else the agent sends raises
+  ``ConnectionError`` for the caller.
+
 No ``acp`` import here: this module only moves dicts.
 """
 
@@ -17,15 +32,38 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 log = logging.getLogger("agent_channel_acp")
 
 ResponseHook = Callable[[str, dict[str, Any]], None]
 """Called with (method, response) after the response to a watched request was written."""
 
-_READ_CHUNK = 1 << 20
+MAX_FRAME = 8 << 20
+"""Longest incoming frame in bytes (8 MiB), newline excluded."""
+
+NOTIFICATIONS = frozenset({"session/cancel"})
+"""Client notifications the agent handles (``_``-prefixed extensions pass too)."""
+
+EOF_GRACE = 5.0
+"""At end of input, how long requests already read (prompts aside) may take to be answered."""
+
+CLOSE_GRACE = 0.5
+"""At close, how long outstanding responses (prompts answered at shutdown) may take."""
+
+_ID_SCAN = 64 << 10
+"""How much of an oversized frame is searched for its request id."""
+
+
+@dataclass(slots=True)
+class _Oversized:
+    """A line longer than :data:`MAX_FRAME`: its first bytes and its length."""
+
+    head: bytes
+    size: int
 
 
 class LineTransport:
@@ -39,6 +77,7 @@ class LineTransport:
         shadowed: Mapping[str, frozenset[str]] | None = None,
         watch: frozenset[str] = frozenset(),
         on_response: ResponseHook | None = None,
+        notifications: frozenset[str] = NOTIFICATIONS,
     ) -> None:
         self._reader = reader
         self._writer = writer
@@ -46,13 +85,21 @@ class LineTransport:
         self._watch_methods = watch
         self._watched: dict[object, str] = {}
         self._on_response = on_response
+        self._notifications = notifications
+        self._unanswered: dict[object, list[str]] = {}  # request id -> methods still owed
+        self._answered = asyncio.Event()
         self._closed = False
+        self._gone = False
 
     async def receive(self) -> dict[str, Any] | None:
         """The next well-formed JSON-RPC object, or None at end of stream."""
         while True:
             line = await self._read_line()
+            if isinstance(line, _Oversized):
+                await self._refuse_oversized(line)
+                continue
             if not line:
+                await self._settle(lambda method: method != "session/prompt", EOF_GRACE)
                 return None
             line = line.strip()
             if not line:
@@ -69,15 +116,28 @@ class LineTransport:
                     None, -32600, "Invalid request", {"reason": "a frame must be a JSON object"}
                 )
                 continue
-            checked = self._check(message)  # pyright: ignore[reportUnknownArgumentType]
+            checked = await self._check(message)  # pyright: ignore[reportUnknownArgumentType]
             if checked is not None:
                 return checked
 
     async def send(self, message: dict[str, Any]) -> None:
-        """Write one frame. Serialises anything (a validation error's context included)."""
-        self.write_frame(message)
-        await self._writer.drain()
-        if self._watched and ("result" in message or "error" in message):
+        """Write one frame. Serialises anything (a validation error's context included).
+
+        A response the client can no longer receive is dropped (the client is
+        gone); any other frame raises ``ConnectionError`` then.
+        """
+        is_response = "method" not in message and ("result" in message or "error" in message)
+        if is_response:
+            self._answer(message.get("id"))
+        try:
+            self.write_frame(message)
+            await self._writer.drain()
+        except ConnectionError:
+            self._lost()
+            if not is_response:
+                raise
+            return
+        if is_response and self._watched:
             method = self._watched.pop(message.get("id"), None)
             if method is not None and self._on_response is not None:
                 self._on_response(method, message)
@@ -88,7 +148,11 @@ class LineTransport:
 
     async def drain(self) -> None:
         """Wait while the peer is not reading (the stream's high-water mark is passed)."""
-        await self._writer.drain()
+        try:
+            await self._writer.drain()
+        except ConnectionError:
+            self._lost()
+            raise
 
     def write_frame(self, message: dict[str, Any]) -> None:
         """Write one frame now, without waiting for the peer to read (callers check :meth:`ready`).
@@ -96,71 +160,202 @@ class LineTransport:
         Frames written here and by :meth:`send` reach the wire in call order: both
         append to the same stream writer, synchronously.
         """
-        if self._closed:
-            raise ConnectionError("transport closed")
+        if self._closed or self._writer.transport.is_closing():
+            self._lost()
+            raise ConnectionError("the client is gone")
         data = json.dumps(message, separators=(",", ":"), default=str).encode() + b"\n"
         self._writer.write(data)
 
     async def close(self) -> None:
         if self._closed:
             return
+        await self._settle(lambda method: True, CLOSE_GRACE)
         self._closed = True
         try:
             self._writer.close()
+            async with asyncio.timeout(CLOSE_GRACE):  # what is buffered still goes out
+                await self._writer.wait_closed()
         except Exception:  # the peer may be gone already
             log.debug("closing the writer failed", exc_info=True)
 
     # -- internals ---------------------------------------------------------------------
 
-    def _check(self, message: dict[str, Any]) -> dict[str, Any] | None:
+    async def _check(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """The message if it goes on to the SDK; None if it was answered or dropped here."""
         method = message.get("method")
         has_id = "id" in message
         msg_id = message.get("id")
-        if has_id and not (msg_id is None or isinstance(msg_id, str | int)):
-            self._reject_soon(None, "the id must be a string, a number or null")
+        if has_id and (isinstance(msg_id, bool) or not isinstance(msg_id, str | int | None)):
+            await self._invalid(None, "the id must be a string, a number or null")
             return None
         if method is None:
             if has_id and "result" not in message and "error" not in message:
-                self._reject_soon(msg_id, "a request needs a method")
+                await self._invalid(msg_id, "a request needs a method")
                 return None
             return message  # a response to one of our requests (or noise the SDK ignores)
         if not isinstance(method, str):
             if has_id:
-                self._reject_soon(msg_id, "the method must be a string")
+                await self._invalid(msg_id, "the method must be a string")
+            return None
+        params = message.get("params")
+        if not has_id and not self._notification_ok(method, params):
             return None
         names = self._shadowed.get(method)
-        if names is not None:
-            params = message.get("params")
-            if isinstance(params, dict):
-                meta = params.get("_meta")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-                if isinstance(meta, dict):
-                    clash = names.intersection(meta)  # pyright: ignore[reportUnknownArgumentType]
-                    if clash:
-                        log.warning("ignoring _meta keys that shadow parameters: %s", sorted(clash))
-                        params["_meta"] = {k: v for k, v in meta.items() if k not in clash}  # pyright: ignore[reportUnknownVariableType]
-        if has_id and method in self._watch_methods:
-            self._watched[msg_id] = method
+        if names is not None and isinstance(params, dict):
+            meta = params.get("_meta")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            if isinstance(meta, dict):
+                clash = names.intersection(meta)  # pyright: ignore[reportUnknownArgumentType]
+                if clash:
+                    log.warning("ignoring _meta keys that shadow parameters: %s", sorted(clash))
+                    params["_meta"] = {k: v for k, v in meta.items() if k not in clash}  # pyright: ignore[reportUnknownVariableType]
+        if has_id:
+            self._unanswered.setdefault(msg_id, []).append(method)
+            if method in self._watch_methods:
+                self._watched[msg_id] = method
         return message
 
-    def _reject_soon(self, msg_id: object, reason: str) -> None:
+    def _notification_ok(self, method: str, params: object) -> bool:
+        """Whether the SDK can handle this notification without logging a traceback."""
+        if method.startswith("_"):
+            return True  # an extension: the agent's ext_notification decides
+        if method not in self._notifications:
+            if method.startswith("$/"):  # protocol-level ($/cancel_request): nothing to do
+                log.debug("ignoring notification %s", method)
+            else:
+                log.warning("ignoring notification %r: the agent has no such notification", method)
+            return False
+        fields = cast("dict[str, Any]", params) if isinstance(params, dict) else {}
+        meta = fields.get("_meta")
+        ok = isinstance(fields.get("sessionId"), str) and (meta is None or isinstance(meta, dict))
+        if not ok:
+            log.warning("ignoring notification %s: its params need a string sessionId", method)
+        return ok
+
+    async def _invalid(self, msg_id: object, reason: str) -> None:
         log.warning("rejecting an invalid request: %s", reason)
-        self._writer.write(_error_frame(msg_id, -32600, "Invalid request", {"reason": reason}))
+        await self._reject(msg_id, -32600, "Invalid request", {"reason": reason})
+
+    async def _refuse_oversized(self, line: _Oversized) -> None:
+        log.warning("dropping a frame of %d bytes (the limit is %d)", line.size, MAX_FRAME)
+        reason = (
+            f"the frame is {line.size} bytes, over the {MAX_FRAME >> 20} MiB limit "
+            f"({MAX_FRAME} bytes)"
+        )
+        data = {"reason": reason, "limit": MAX_FRAME, "size": line.size}
+        await self._reject(_request_id(line.head), -32600, "Invalid request", data)
 
     async def _reject(self, msg_id: object, code: int, text: str, data: dict[str, Any]) -> None:
-        self._writer.write(_error_frame(msg_id, code, text, data))
-        await self._writer.drain()
+        """Answer a frame the SDK never sees; waits only on this client's own stream."""
+        if self._closed or self._gone:
+            return
+        try:
+            self._writer.write(_error_frame(msg_id, code, text, data))
+            await self._writer.drain()
+        except ConnectionError:
+            self._lost()
 
-    async def _read_line(self) -> bytes:
+    def _answer(self, msg_id: object) -> None:
+        methods = self._unanswered.get(msg_id)
+        if methods:
+            methods.pop(0)
+            if not methods:
+                del self._unanswered[msg_id]
+            self._answered.set()
+
+    async def _settle(self, waits_for: Callable[[str], bool], grace: float) -> None:
+        """Wait (at most ``grace`` s) until no request whose method ``waits_for`` is unanswered."""
+
+        def owed() -> bool:
+            methods = (m for ms in self._unanswered.values() for m in ms)
+            return not self._gone and any(waits_for(m) for m in methods)
+
+        try:
+            async with asyncio.timeout(grace):
+                while owed():
+                    self._answered.clear()
+                    await self._answered.wait()
+        except TimeoutError:
+            log.debug("%d request(s) still unanswered", len(self._unanswered))
+
+    def _lost(self) -> None:
+        if not self._gone:
+            self._gone = True
+            log.debug("the client is gone: nothing more is written to it")
+
+    async def _read_line(self) -> bytes | _Oversized:
+        """The next line (b"" at end of input), or what is known of one over the limit.
+
+        Past the limit the line is consumed without keeping it, so memory stays
+        bounded by the limit plus the reader's own buffer.
+        """
         parts: list[bytes] = []
+        size = 0
+        over: _Oversized | None = None
         while True:
+            end = True
             try:
-                parts.append(await self._reader.readuntil(b"\n"))
-                return b"".join(parts)
+                chunk = await self._reader.readuntil(b"\n")
             except asyncio.LimitOverrunError as e:
-                parts.append(await self._reader.readexactly(e.consumed))
+                chunk = await self._reader.readexactly(e.consumed)
+                end = False
             except asyncio.IncompleteReadError as e:
-                parts.append(e.partial)
-                return b"".join(parts)
+                chunk = e.partial
+            except OSError as e:  # a reset socket: the same as the end of input
+                log.debug("reading from the client failed: %s", e)
+                self._lost()
+                chunk = b""
+            size += len(chunk)
+            if over is None:
+                parts.append(chunk)
+                if size - chunk.endswith(b"\n") > MAX_FRAME:
+                    over = _Oversized(b"".join(parts)[:_ID_SCAN], 0)
+                    parts.clear()
+            if end:
+                if over is None:
+                    return b"".join(parts)
+                over.size = size - chunk.endswith(b"\n")
+                return over
+
+
+_TOKEN = re.compile(rb'\s*("(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+)')
+
+
+def _request_id(head: bytes) -> object:
+    """The id of the request whose frame starts with ``head``, or None.
+
+    Scans the top-level keys only, and answers an id only once ``method`` was
+    seen too (a response or garbage gets None): enough for the usual
+    ``{"jsonrpc":..,"id":..,"method":..,"params":<huge>}``.
+    """
+    depth = 0
+    key: bytes | None = None
+    expect_key = False
+    found: dict[bytes, object] = {}
+    pos = 0
+    while pos < len(head) and not ({b'"id"', b'"method"'} <= found.keys()):
+        match = _TOKEN.match(head, pos)
+        if match is None:
+            break
+        token, pos = match.group(1), match.end()
+        if token in (b"{", b"["):
+            depth += 1
+            expect_key = token == b"{" and depth == 1
+        elif token in (b"}", b"]"):
+            depth -= 1
+        elif depth == 1 and token == b",":
+            expect_key = True
+        elif depth == 1 and expect_key and token.startswith(b'"'):
+            key, expect_key = token, False
+        elif depth == 1 and key is not None and token != b":":
+            found[key] = token
+            key = None
+    if b'"method"' not in found or b'"id"' not in found:
+        return None
+    try:
+        value = json.loads(found[b'"id"'])  # pyright: ignore[reportArgumentType]
+    except ValueError:
+        return None
+    return value if isinstance(value, str | int) and not isinstance(value, bool) else None
 
 
 def _error_frame(msg_id: object, code: int, text: str, data: dict[str, Any]) -> bytes:
