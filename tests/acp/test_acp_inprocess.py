@@ -121,3 +121,26 @@ async def test_eof_ends_the_executions_and_the_server(pair: Pair) -> None:
         pair.client_writer.close()
         await pair.served
     task.cancel()
+
+
+async def test_every_update_on_the_wire_is_the_sdks_own_serialisation(pair: Pair) -> None:
+    """Some frames are built directly for speed: they must be byte-for-byte what the SDK's
+    schema gives (validate each, serialise it back, compare)."""
+    from acp.schema import SessionNotification
+    from acp.utils import serialize_params
+
+    with anyio.fail_after(GUARD):
+        sid = (await pair.conn.new_session(cwd="/", mcp_servers=[])).session_id
+        for text in ("quick one", "think hard"):
+            await pair.conn.prompt(session_id=sid, prompt=[acp.text_block(text)])
+        task = asyncio.ensure_future(
+            pair.conn.prompt(session_id=sid, prompt=[acp.text_block("block now")])
+        )
+        await pair.rec.wait_until(lambda: "tool_call" in pair.rec.kinds(sid)[-1:])
+        await pair.conn.cancel(session_id=sid)
+        assert (await task).stop_reason == "cancelled"
+    params = [m["params"] for m in pair.rec.wire if m.get("method") == "session/update"]
+    kinds = {p["update"]["sessionUpdate"] for p in params}
+    assert {"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update"} <= kinds
+    for p in params:
+        assert serialize_params(SessionNotification.model_validate(p)) == p

@@ -41,6 +41,7 @@ from agent_channel import (
 )
 
 _CANCELLED = {"cancelled": "cancelled"}
+_CHUNK_KIND = {"text": "agent_message_chunk", "reasoning": "agent_thought_chunk"}
 
 PromptBlock = (
     TextContentBlock
@@ -186,14 +187,34 @@ def tool_started_update(ev: ToolCallStarted) -> ToolCallProgress:
     )
 
 
-def tool_finished_update(ev: ToolCallFinished) -> ToolCallProgress:
-    """The final state; ACP has no ``cancelled`` tool status, so a cancelled call is ``failed``."""
-    return ToolCallProgress(
-        session_update="tool_call_update",
-        tool_call_id=ev.tool_call_id,
-        status="completed" if ev.status == "completed" else "failed",
-        content=_tool_content(ev.content or ev.error or _CANCELLED.get(ev.status, "")),
-    )
+def tool_end_json(tool_call_id: str, status: str, text: str | None) -> dict[str, Any]:
+    """A final ``tool_call_update`` (``completed`` / ``failed``, ``text`` as its content), as the
+    JSON the SDK's schema serialises to. Built directly: it sits on the cancel path."""
+    update: dict[str, Any] = {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": tool_call_id,
+        "status": status,
+    }
+    if text:
+        update["content"] = [{"type": "content", "content": {"type": "text", "text": text}}]
+    return update
+
+
+def tool_finished_json(ev: ToolCallFinished) -> dict[str, Any]:
+    """ACP has no ``cancelled`` tool status: a cancelled call ends ``failed``."""
+    status = "completed" if ev.status == "completed" else "failed"
+    text = ev.content or ev.error or _CANCELLED.get(ev.status)
+    return tool_end_json(ev.tool_call_id, status, text)
+
+
+def chunk_json(kind: str, text: str, message_id: str) -> dict[str, Any]:
+    """An ``agent_message_chunk`` (``kind`` "text") or ``agent_thought_chunk`` ("reasoning"), as
+    the JSON the SDK's schema serialises to. Built directly: it is by far the most frequent."""
+    return {
+        "sessionUpdate": _CHUNK_KIND[kind],
+        "content": {"type": "text", "text": text},
+        "messageId": message_id,
+    }
 
 
 def tool_status_update(tool_call_id: str, status: str) -> ToolCallProgress:
@@ -201,16 +222,6 @@ def tool_status_update(tool_call_id: str, status: str) -> ToolCallProgress:
         session_update="tool_call_update",
         tool_call_id=tool_call_id,
         status=status,  # pyright: ignore[reportArgumentType]
-    )
-
-
-def tool_end_update(tool_call_id: str, status: str, text: str | None) -> ToolCallProgress:
-    """A final state (``completed`` / ``failed``), with ``text`` as its content when given."""
-    return ToolCallProgress(
-        session_update="tool_call_update",
-        tool_call_id=tool_call_id,
-        status=status,  # pyright: ignore[reportArgumentType]
-        content=_tool_content(text),
     )
 
 
