@@ -40,6 +40,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 PIECE = "w w w "  # what every streamed piece says, for both agents
 STREAM_BYTES = 2 * 1024 * 1024
+TRICKLE = "w " * 12  # the stalled-client stream's pieces (24 bytes: the 2 MiB take a few seconds)
 
 
 # -- the bare SDK agent (run with --bare-agent) --------------------------------------
@@ -77,8 +78,9 @@ class BareAgent:
             await wait.wait()
             return PromptResponse(stop_reason="cancelled")
         if words[0] in ("pieces", "trickle"):
+            piece = PIECE if words[0] == "pieces" else TRICKLE
             for _ in range(int(words[1])):
-                await self.conn.session_update(session_id, update_agent_message_text(PIECE))
+                await self.conn.session_update(session_id, update_agent_message_text(piece))
             return PromptResponse(stop_reason="end_turn")
         for i in range(3):
             await self.conn.session_update(session_id, update_agent_message_text(f"w{i} w w "))
@@ -148,9 +150,10 @@ def ours(model: str | None = None) -> Any:
                 await anyio.sleep_forever()
             if words[:1] == ["trickle"]:  # a model that streams over time, as real ones do
                 for _ in range(int(words[1])):
-                    stream.text(PIECE)
+                    stream.text(TRICKLE)
                     await anyio.lowlevel.checkpoint()
-                message = ChatMessageAssistant(id=stream.message_id, content=PIECE * int(words[1]))
+                text = TRICKLE * int(words[1])
+                message = ChatMessageAssistant(id=stream.message_id, content=text)
                 return ModelOutput(message=message)
             return await self.inner.generate(messages, tools, config, stream)
 
@@ -284,19 +287,27 @@ def rss(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-async def backlog_cost(argv: list[str], env: dict[str, str], stall: float | None) -> int:
+async def backlog_cost(
+    argv: list[str], env: dict[str, str], stall: float | None
+) -> tuple[int, float]:
     """Peak RSS above the agent's own baseline while 2 MiB of text streams to a client that
-    reads (``stall=None``) or does not read for ``stall`` seconds."""
+    reads (``stall=None``) or does not read for ``stall`` seconds; and the prompt's time.
+
+    The client reads the agent's stdout through a pipe transport it pauses, so nothing
+    reads the pipe while it stalls and the agent meets real backpressure.
+    """
+    loop = asyncio.get_running_loop()
+    out_r, out_w = os.pipe()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *argv,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        env=env,
-        limit=1 << 26,
+        sys.executable, *argv, stdin=asyncio.subprocess.PIPE, stdout=out_w, env=env
     )
-    assert proc.stdin and proc.stdout
-    stdin, stdout = proc.stdin, proc.stdout
+    os.close(out_w)
+    stdout = asyncio.StreamReader(limit=1 << 24)
+    pipe, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(stdout), os.fdopen(out_r, "rb", buffering=0)
+    )
+    assert proc.stdin
+    stdin = proc.stdin
 
     def send(msg: dict[str, Any]) -> None:
         stdin.write((json.dumps({"jsonrpc": "2.0", **msg}) + "\n").encode())
@@ -314,24 +325,28 @@ async def backlog_cost(argv: list[str], env: dict[str, str], stall: float | None
     hello = [{"type": "text", "text": "hello"}]
     send({"id": 3, "method": "session/prompt", "params": {"sessionId": sid, "prompt": hello}})
     await reply(3)
-    base = rss(proc.pid)
-    peak = base
-    n = STREAM_BYTES // len(PIECE)
+    base = peak = rss(proc.pid)
+    n = STREAM_BYTES // len(TRICKLE)
     text = [{"type": "text", "text": f"trickle {n}"}]
+    t = time.monotonic()
     send({"id": 4, "method": "session/prompt", "params": {"sessionId": sid, "prompt": text}})
     if stall is not None:
+        pipe.pause_reading()
         end = time.monotonic() + stall
         while time.monotonic() < end:
             peak = max(peak, rss(proc.pid))
             await asyncio.sleep(0.05)
+        pipe.resume_reading()
     answer = asyncio.ensure_future(reply(4))
     while not answer.done():
         peak = max(peak, rss(proc.pid))
         await asyncio.wait([answer], timeout=0.05)
     assert "result" in answer.result(), answer.result()
+    took = time.monotonic() - t
     stdin.close()
     await proc.wait()
-    return peak - base
+    pipe.close()
+    return peak - base, took
 
 
 # -- the run ---------------------------------------------------------------------------
@@ -399,10 +414,11 @@ async def main(runs: int, pieces: int, stall: float, agent_path: str | None) -> 
             }
 
     for name, argv, e, into in (("bare", bare_argv, bare_env, b), ("ours", ours_argv, ours_env, o)):
-        reading = await backlog_cost(argv, e, None)
-        stalled = await backlog_cost(argv, e, stall)
+        reading, took = await backlog_cost(argv, e, None)
+        stalled, _ = await backlog_cost(argv, e, stall)
         into["stalled_client"] = {
             "text_bytes": STREAM_BYTES,
+            "stream_s_when_read": round(took, 1),
             "stall_s": stall,
             "rss_reading_mib": round(reading / 2**20, 1),
             "rss_stalled_mib": round(stalled / 2**20, 1),
