@@ -3,7 +3,8 @@
 A gone client is an everyday event (an editor closed, a client killed): the
 agent logs it at debug level and exits 0, with no traceback on stderr. An
 unknown notification gets one warning line naming it (notifications get no
-response, so the log is the only place it shows).
+response, so the log is the only place it shows). The end of input ends the
+executions (S12 in docs/acp-behaviour.md) but never cuts off an answer owed.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Incoming frames are bounded (8 MiB): a longer line gets a clear error and costs no memory.
 
+S14 in docs/acp-behaviour.md; the error rules there (the connection goes on).
+
 Real CLI subprocess, real pipes (and a regular file for stdin), the SDK's client side.
 """
 

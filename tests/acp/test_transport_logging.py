@@ -2,7 +2,8 @@
 
 The SDK's own spawn helper pipes the agent's stderr and never reads it. These
 tests launch the agent exactly that way (real CLI subprocess, real pipes) and
-flood it with things that log, then check it still answers.
+flood it with things that log, then check it still answers (S14 in
+docs/acp-behaviour.md: nothing the agent does waits on a pipe but the client's own stream).
 """
 
 from __future__ import annotations
