@@ -64,7 +64,6 @@ from agent_channel import (
     ToolCallStarted,
     ToolKind,
     TurnCancelled,
-    TurnStarted,
     Usage,
     UserMessage,
     open_channel,
@@ -249,7 +248,6 @@ class Session:
         self._queued: dict[str, _Prompt] = {}  # posted, not drained
         self._consumed: list[_Prompt] = []  # drained, waiting for their turn's end
         self._our_cancels: set[str] = set()
-        self._parked = False  # the consumer waits for a message (AwaitingInput)
         self._own = _Recent()  # ids of the client's prompts: not echoed back
         self._turn_usage: Usage | None = None
         # what the client has been shown, or will be
@@ -284,10 +282,6 @@ class Session:
         """Let updates flow: called once the ``session/new`` response is on the wire."""
         self._opened = True
         self._kick()
-
-    @property
-    def finished(self) -> bool:
-        return self._finished is not None
 
     async def end(self, grace: float = 0.5) -> None:
         """Stop the execution (outer cancellation, not an interrupt) and the sender."""
@@ -360,7 +354,8 @@ class Session:
 
     def cancel(self) -> None:
         """S5b: every prompt not answered yet will answer ``cancelled``; those no boundary has
-        taken are withdrawn (answered now); a turn that runs or is about to is interrupted.
+        taken are withdrawn (answered now), and the execution is interrupted: its turn stops,
+        or the next one does (a Cancel that finds the agent parked is dropped by the core).
         With nothing pending this does nothing at all (S7)."""
         ref = self._ref
         if ref is None or not self._pending:
@@ -372,7 +367,7 @@ class Session:
             del self._queued[p.id]
         if withdrawn:
             self._push(_Answer(withdrawn, "cancelled"), keep=True)
-        if self._finished is None and (self._consumed or not self._parked):
+        if self._finished is None:
             cancel = Cancel("user_cancel")
             self._our_cancels.add(cancel.id)
             ref.interrupt(cancel)
@@ -399,14 +394,10 @@ class Session:
             self._text(mid, ev.kind, ev.text)
             return
         if isinstance(ev, ItemsDrained):
-            self._parked = False
             for item in ev.items:
                 p = self._queued.pop(item.id, None)
                 if p is not None:
                     self._consumed.append(p)
-            return
-        if isinstance(ev, TurnStarted):
-            self._parked = False
             return
         if isinstance(ev, ToolCallStarted):
             self._cards[ev.tool_call_id] = (ev.title or ev.name, ev.kind)
@@ -437,7 +428,6 @@ class Session:
             self._answer_turn(done, "cancelled")
             return
         if isinstance(ev, AwaitingInput):
-            self._parked = True
             self._our_cancels.clear()  # nothing left to stop: a late one is dropped
             done, self._consumed = self._consumed, []
             self._answer_turn(done, ev.stop_reason)
