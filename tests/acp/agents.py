@@ -205,7 +205,10 @@ def scripted_factory(**options: Any) -> ScriptedAgentFactory:
 
 
 def chatty_agent(model: str | None = None) -> Body:
-    """``react_agent`` that first logs 20,000 distinct lines (2 MB): far more than a pipe holds."""
+    """``react_agent`` that first logs, then prints, 20,000 distinct lines (2 MB) each.
+
+    Far more than a pipe holds; ``print`` lands on stderr too (stdout is the protocol's).
+    """
     import logging
 
     inner = react_agent(model)
@@ -214,6 +217,8 @@ def chatty_agent(model: str | None = None) -> Body:
         log = logging.getLogger("agents.chatty")
         for i in range(20_000):
             log.warning(f"chatty line {i}: " + "x" * 80)  # distinct texts: no rate limit applies
+        for i in range(20_000):
+            print(f"chatty print {i}:", "y" * 80)
         return await inner()
 
     return body

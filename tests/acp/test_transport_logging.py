@@ -87,10 +87,13 @@ async def test_thousands_of_garbage_lines_do_not_freeze_an_agent_whose_stderr_is
     assert "Traceback" not in agent.log
 
 
-async def test_an_agent_that_logs_megabytes_still_answers_when_nobody_reads_its_stderr() -> None:
+async def test_an_agent_that_logs_and_prints_megabytes_answers_with_stderr_unread() -> None:
     async with unread_stderr_agent("agents:chatty_agent") as agent:
         response = await turn(agent.conn, "hello")
         assert response.stop_reason == "end_turn"
     # the log queue is bounded: what did not fit was dropped, and the log says how much
     assert "log records dropped" in agent.log, agent.log[-2000:]
     assert "chatty line 0:" in agent.log
+    # 40,000 lines (records and prints) against a ~1,000-record queue and a full pipe
+    dropped = int(agent.log.split(" log records dropped")[0].rsplit(" ", 1)[-1])
+    assert dropped > 20_000, agent.log[-2000:]

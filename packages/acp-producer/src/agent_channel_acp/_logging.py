@@ -15,19 +15,23 @@ writer thread:
   a minute starts over.
 
 Records are formatted (tracebacks included) before they are queued, so the
-writer thread only writes text.
+writer thread only writes text. Python-level writes to ``sys.stderr`` (and so
+``print``, which the stdio server points at stderr) take the same queue, line
+by line, without the rate limit.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import queue
+import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from logging.handlers import QueueHandler
-from typing import TextIO
+from typing import Any, TextIO
 
 QUEUE_BOUND = 1000
 """Records waiting for the writer thread; past this, records are dropped (and counted)."""
@@ -98,21 +102,65 @@ class DroppingQueueHandler(QueueHandler):
         self._count_lock = threading.Lock()
 
     def enqueue(self, record: logging.LogRecord) -> None:
+        self.put(record)
+
+    def put(self, item: object) -> None:
         try:
-            self.queue.put_nowait(record)
+            self.queue.put_nowait(item)
         except queue.Full:
             with self._count_lock:
                 self.dropped += 1
 
 
+class QueueStream(io.TextIOBase):
+    """A text stream (for ``sys.stderr``) that queues whole lines instead of writing them."""
+
+    def __init__(self, handler: DroppingQueueHandler, real: TextIO) -> None:
+        super().__init__()
+        self._handler = handler
+        self._real = real
+        self._partial = ""
+        self._lock = threading.Lock()
+
+    def write(self, s: str) -> int:
+        with self._lock:
+            *lines, self._partial = (self._partial + s).split("\n")
+        for line in lines:
+            self._handler.put(line)
+        return len(s)
+
+    def flush(self) -> None:
+        with self._lock:
+            partial, self._partial = self._partial, ""
+        if partial:
+            self._handler.put(partial)
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._real.fileno()  # a write by descriptor goes straight out, as before
+
+    def isatty(self) -> bool:
+        return self._real.isatty()
+
+    @property
+    def encoding(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self._real.encoding
+
+    @property
+    def buffer(self) -> Any:
+        return self._real.buffer
+
+
 def start_logging(level: int, stream: TextIO) -> Callable[[float], None]:
-    """Route all logging (warnings too) to ``stream`` without ever blocking; the stop function.
+    """Route logging, warnings and ``sys.stderr`` to ``stream`` without blocking; the stop function.
 
     The stop function waits at most its argument in seconds for the writer to
     finish: a stream nobody reads must not hold the process at exit either.
     """
-    records: queue.Queue[object] = queue.Queue(QUEUE_BOUND)
-    handler = DroppingQueueHandler(records)
+    items: queue.Queue[object] = queue.Queue(QUEUE_BOUND)
+    handler = DroppingQueueHandler(items)
     handler.setFormatter(logging.Formatter(FORMAT))
     handler.addFilter(RateLimit())
     root = logging.getLogger()
@@ -121,6 +169,7 @@ def start_logging(level: int, stream: TextIO) -> Callable[[float], None]:
     root.addHandler(handler)
     root.setLevel(level)
     logging.captureWarnings(True)
+    errors = sys.stderr = QueueStream(handler, stream)
 
     def write(text: str) -> None:
         try:
@@ -132,11 +181,13 @@ def start_logging(level: int, stream: TextIO) -> Callable[[float], None]:
     def writer() -> None:
         reported = 0
         while True:
-            item = records.get()
+            item = items.get()
             if isinstance(item, logging.LogRecord):
                 write(item.getMessage())
+            elif isinstance(item, str):
+                write(item)
             dropped = handler.dropped
-            if dropped != reported and (item is _STOP or records.empty()):
+            if dropped != reported and (item is _STOP or items.empty()):
                 lost = dropped - reported
                 write(f"agent_channel_acp: {lost} log records dropped (stderr was not read)")
                 reported = dropped
@@ -147,9 +198,10 @@ def start_logging(level: int, stream: TextIO) -> Callable[[float], None]:
     thread.start()
 
     def stop(timeout: float) -> None:
+        errors.flush()
         deadline = time.monotonic() + timeout
         try:
-            records.put(_STOP, timeout=timeout)
+            items.put(_STOP, timeout=timeout)
         except queue.Full:
             return
         thread.join(max(0.0, deadline - time.monotonic()))
