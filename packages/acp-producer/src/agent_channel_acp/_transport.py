@@ -171,12 +171,11 @@ class LineTransport:
             return
         await self._settle(lambda method: True, CLOSE_GRACE)
         self._closed = True
+        await self._flush(CLOSE_GRACE)
         try:
             self._writer.close()
-            async with asyncio.timeout(CLOSE_GRACE):  # what is buffered still goes out
-                await self._writer.wait_closed()
-        except Exception:  # the peer may be gone already
-            log.debug("closing the writer failed", exc_info=True)
+        except Exception as e:  # the peer may be gone already
+            log.debug("closing the writer failed: %r", e)
 
     # -- internals ---------------------------------------------------------------------
 
@@ -276,6 +275,20 @@ class LineTransport:
                     await self._answered.wait()
         except TimeoutError:
             log.debug("%d request(s) still unanswered", len(self._unanswered))
+
+    async def _flush(self, grace: float) -> None:
+        """Wait (at most ``grace`` s) until what is buffered for a slow client is written.
+
+        A high-water mark of 0 makes ``drain()`` wait for an empty buffer.
+        """
+        if self._gone:
+            return
+        try:
+            self._writer.transport.set_write_buffer_limits(high=0)
+            async with asyncio.timeout(grace):
+                await self._writer.drain()
+        except (NotImplementedError, ConnectionError, TimeoutError) as e:  # a file; gone; stuck
+            log.debug("not all output could be flushed: %r", e)
 
     def _lost(self) -> None:
         if not self._gone:
