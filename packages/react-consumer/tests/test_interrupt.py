@@ -69,7 +69,7 @@ async def test_interrupt_during_generate_redirects_and_drops_partial_output() ->
     assert len(cancelled) == 1 and cancelled[0].message is None
     assert rec.index("model_call_finished") < rec.index("turn_cancelled")
     drained = rec.of("items_drained")[0].items
-    assert [i.type for i in drained] == ["cancel", "user_message"]
+    assert [i.type for i in drained] == ["user_message"]  # the Cancel came as the exception
     assert rec.of("awaiting_input") == []  # stop-then-redirect: no wait
     assert model.calls[1].messages[-1].text == "Do this instead."
 
@@ -99,8 +99,8 @@ async def test_interrupt_during_blocking_tool_repairs_then_waits_for_the_operato
     order = [
         rec.index("tool_call_finished"),
         rec.index("turn_cancelled"),
-        rec.index("items_drained"),
         rec.index("awaiting_input"),
+        rec.index("items_drained"),  # the operator's message, taken by the parked wait
     ]
     assert order == sorted(order)
     repair_event = next(
@@ -363,4 +363,29 @@ async def test_an_interrupt_between_turns_with_no_live_producer_carries_on() -> 
     state, rec = await drive(react(model=model, tools=[add]), _input(), producer)
     assert parked == []
     assert rec.of("turn_cancelled")
+    assert state.output.completion == "2"
+
+
+async def test_an_interrupt_queued_after_the_drain_stops_the_turn_before_the_model() -> None:
+    gate = anyio.Event()
+    model = ScriptedModel(
+        [call(tool_call("add", a=1, b=1), wait=gate), call(tool_call("submit", answer="2"))]
+    )
+
+    async def producer(ref: AgentRef, rec: Recorder) -> None:
+        def on_event(e: ExecutionEvent) -> None:
+            # The folded message is appended after the drain and before the next scope.
+            if e.type == "message_appended" and e.message.text == "Redirect.":
+                ref.interrupt()
+
+        ref.subscribe(on_event)
+        await rec.seen("model_call_started")
+        ref.post(UserMessage("Redirect."))
+        gate.set()
+
+    state, rec = await drive(react(model=model, tools=[add]), _input(), producer)
+    assert len(rec.of("turn_cancelled")) == 1
+    assert rec.index("turn_cancelled") < rec.index("model_call_started", 2)
+    assert len(model.calls) == 2  # the stopped turn never reached the model
+    assert model.calls[1].messages[-1].text == "Redirect."
     assert state.output.completion == "2"

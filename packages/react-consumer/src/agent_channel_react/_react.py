@@ -31,7 +31,6 @@ from agent_channel import (
     ModelCallStarted,
     ModelDelta,
     StopReason,
-    TurnCancelled,
     agent_channel,
     fold,
     new_id,
@@ -224,9 +223,8 @@ class _Run:
             if items:
                 folded = fold(items)
                 if folded.cancel is not None:
-                    # The interrupt landed between scopes: honour it as if it had stopped one.
-                    if ch.observed:
-                        ch.publish(TurnCancelled(cancel=folded.cancel))
+                    # The interrupt landed between scopes; taking it here is the boundary
+                    # honouring it (the core published TurnCancelled): stop as if a scope had.
                     await self.stop(folded, folded.cancel)
                 else:
                     self.take(folded)
