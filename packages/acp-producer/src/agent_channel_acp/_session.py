@@ -342,14 +342,15 @@ class Session:
             raise RequestError.invalid_request({"reason": FINISHED, "sessionId": self.id})
         item = UserMessage(content, source="operator")
         p = _Prompt(item.id, asyncio.get_running_loop().create_future(), asyncio.current_task())
+        self._pending[item.id] = self._queued[item.id] = p  # before a drain can see it
+        self._own.add(item.id)
         try:
             ref.post(item)
         except ChannelClosed:
+            del self._pending[item.id], self._queued[item.id]
             raise RequestError.invalid_request(
                 {"reason": FINISHED, "sessionId": self.id}
             ) from None
-        self._pending[item.id] = self._queued[item.id] = p
-        self._own.add(item.id)
         return await p.future
 
     def cancel(self) -> None:
@@ -402,11 +403,11 @@ class Session:
         if isinstance(ev, ToolCallStarted):
             self._cards[ev.tool_call_id] = (ev.title or ev.name, ev.kind)
             self._unfinished.add(ev.tool_call_id)
-            self._push(ev, _size(ev))
+            self._push(ev)
             return
         if isinstance(ev, ToolCallFinished):
             self._unfinished.discard(ev.tool_call_id)
-            self._push(ev, len(ev.content) + len(ev.error or ""))
+            self._push(ev)
             return
         if isinstance(ev, ModelCallFinished):
             self._model_finished(ev)
@@ -473,7 +474,7 @@ class Session:
             history[ev.index] = msg
         if isinstance(msg, ChatMessageUser):
             if not self._own.take(msg.id):
-                self._push(ev, _size(msg))  # a message the agent added itself: show it
+                self._push(ev)  # a message the agent added itself: show it
         elif isinstance(msg, ChatMessageAssistant) and not self._shown.take(msg.id):
             self._whole(msg)  # neither streamed nor reported by a model call: show it now
 
@@ -530,12 +531,12 @@ class Session:
         self._outbox.text(message_id, kind, text)
         self._kick()
 
-    def _push(self, entry: _Entry, size: int = 0, *, keep: bool = False) -> None:
+    def _push(self, entry: _Entry, *, keep: bool = False) -> None:
         if self._clear() and not self._outbox:
             for frame in self._frames(entry):
                 self._write(frame)
             return
-        self._outbox.put(entry, size, keep=keep)
+        self._outbox.put(entry, 0 if keep else _size(entry), keep=keep)
         self._kick()
 
     def _write(self, frame: dict[str, Any]) -> None:
@@ -745,9 +746,13 @@ class Session:
                 task.add_done_callback(self._release)
 
 
-def _size(model: Any) -> int:
-    """About how many bytes an event holds once queued (its JSON size)."""
-    return len(model.model_dump_json())
+def _size(entry: _Entry) -> int:
+    """About how many bytes a queued entry holds beyond its fixed cost (its text)."""
+    if isinstance(entry, ToolCallFinished):
+        return len(entry.content) + len(entry.error or "")
+    if isinstance(entry, ToolCallStarted | MessageAppended):
+        return len(entry.model_dump_json())
+    return 0
 
 
 def _amount(size: int) -> str:
