@@ -176,8 +176,8 @@ def test_agent_loop_in_the_bare_venv_is_interrupted_and_redirected(
     assert Path(result["core_file"]).is_relative_to(python.parent.parent)
     assert result["interrupted"] is True
     assert result["cancel_reason"] == "user_cancel"
-    assert result["cancels"] == ["user_cancel"]
+    assert result["cancels"] == []  # the stop was delivered once, by AgentInterrupted
     assert result["messages"] == ["go left"]
-    assert sorted(result["items"]) == ["Cancel", "UserMessage"]
+    assert result["items"] == ["UserMessage"]
     assert result["next_turn"] == "go left"
     assert result["drained_again"] == 0

@@ -67,18 +67,30 @@ async def test_interrupt_during_a_long_await_raises_and_the_loop_takes_the_redir
             with ch.scope():  # the next turn runs normally
                 await anyio.lowlevel.checkpoint()
         assert caught.value.cancel.reason == "user_cancel"
-        assert folded.cancel is caught.value.cancel
+        assert folded.cancel is None  # delivered once: by the exception, not by the drain
         assert turns == ["stop that, write the docs instead"]
 
 
-async def test_interrupt_with_no_scope_bound_is_delivered_at_the_next_boundary() -> None:
+async def test_interrupt_with_no_scope_bound_stops_the_next_scope_as_it_is_entered() -> None:
     async with open_channel() as ch:
         ref = ch.ref()
         cancel = Cancel("limit")
-        ref.interrupt(cancel)  # between regions: no error
-        with ch.scope():  # the scope entered afterwards is not stopped by it
+        ref.interrupt(cancel)  # between regions: no error, and not lost
+        with pytest.raises(AgentInterrupted) as caught, ch.scope():
+            pytest.fail("the body of a stopped turn must not run")
+        assert caught.value.cancel is cancel
+        assert ch.drain() == []
+
+
+async def test_interrupt_with_no_scope_bound_is_delivered_by_the_next_drain() -> None:
+    async with open_channel() as ch:
+        ref = ch.ref()
+        cancel = Cancel("limit")
+        ref.interrupt(cancel)
+        assert ch.drain() == [cancel]  # the boundary takes it: the next scope runs
+        assert ch.turn_state == "cancelled"
+        with ch.scope():
             await anyio.lowlevel.checkpoint()
-        assert ch.drain() == [cancel]
 
 
 async def test_outer_cancellation_propagates_unchanged() -> None:
@@ -178,7 +190,7 @@ async def test_parent_interrupt_leaves_a_detached_child_running_and_vice_versa()
                 parent_ref.interrupt()
                 await anyio.lowlevel.checkpoint()
             assert outcome == []  # the child's scope is untouched
-            assert parent.drain() and agent_channel() is parent
+            assert parent.drain() == [] and agent_channel() is parent
             with parent.scope():
                 (child_ref,) = refs
                 child_ref.interrupt()  # type: ignore[attr-defined]

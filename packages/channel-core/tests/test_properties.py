@@ -1,8 +1,10 @@
 """Random sequences of post / interrupt / scope enter-exit / drain / outer cancel.
 
-Invariants: every posted item is drained exactly once and in order;
-AgentInterrupted is raised iff an interrupt hit a bound scope (and no outer
-cancel raced it); no outer cancellation is ever lost or converted.
+Invariants: every item is delivered exactly once (a Cancel by the scope it stopped,
+or by the scope it stopped as it was entered, or else by a drain) and messages in
+order; AgentInterrupted is raised iff an interrupt hit a bound scope (and no outer
+cancel raced it) or a Cancel was queued when a scope was entered; no outer
+cancellation is ever lost or converted.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ async def _run(ops: list[str]) -> None:
         ref = ch.ref()
         posted: list[ChannelItem] = []
         drained: list[ChannelItem] = []
+        pending: list[ChannelItem] = []  # the model of the queue
         outer: anyio.CancelScope | None = None
         scope = None
         interrupted = outer_cancelled = False
+        first_cancel: Cancel | None = None
 
         async def leave() -> None:
-            nonlocal outer, scope, interrupted, outer_cancelled
+            nonlocal outer, scope, interrupted, outer_cancelled, first_cancel
             assert outer is not None and scope is not None
             exc: BaseException | None = None
             try:
@@ -46,6 +50,10 @@ async def _run(ops: list[str]) -> None:
                 raised = e
             if interrupted and not outer_cancelled:
                 assert isinstance(raised, AgentInterrupted)
+                assert raised.cancel is first_cancel
+                if raised.cancel in pending:  # else a drain inside the scope took it already
+                    pending.remove(raised.cancel)
+                    drained.append(raised.cancel)
             else:
                 assert not isinstance(raised, AgentInterrupted)
             if outer_cancelled:
@@ -57,21 +65,35 @@ async def _run(ops: list[str]) -> None:
             assert raised is None or swallowed or isinstance(raised, AgentInterrupted)
             outer = scope = None
             interrupted = outer_cancelled = False
+            first_cancel = None
 
         for op in ops:
             if op == "post":
                 item = UserMessage(str(len(posted)))
                 ref.post(item)
                 posted.append(item)
+                pending.append(item)
             elif op == "interrupt":
                 cancel = Cancel()
                 ref.interrupt(cancel)
                 posted.append(cancel)
+                pending.append(cancel)
+                if scope is not None and first_cancel is None:
+                    first_cancel = cancel
                 interrupted = interrupted or scope is not None
             elif op == "enter" and scope is None:
+                queued = [i for i in pending if isinstance(i, Cancel)]
+                entering = ch.scope()
+                if queued:  # a stop waiting since the last boundary: stopped as it is entered
+                    with pytest.raises(AgentInterrupted) as caught:
+                        entering.__enter__()
+                    assert caught.value.cancel is queued[0]
+                    pending.remove(queued[0])
+                    drained.append(queued[0])
+                    continue
                 outer = anyio.CancelScope()
                 outer.__enter__()
-                scope = ch.scope()
+                scope = entering
                 scope.__enter__()
             elif op == "exit" and scope is not None:
                 await leave()
@@ -79,11 +101,17 @@ async def _run(ops: list[str]) -> None:
                 outer.cancel()
                 outer_cancelled = True
             elif op == "drain":
-                drained.extend(ch.drain())
+                taken = ch.drain()
+                assert taken == pending
+                drained.extend(taken)
+                pending.clear()
         if scope is not None:
             await leave()
         drained.extend(ch.drain())
-        assert [i.id for i in drained] == [i.id for i in posted]
+        assert sorted(i.id for i in drained) == sorted(i.id for i in posted)
+        assert len({i.id for i in drained}) == len(drained)  # exactly once
+        messages = [i.id for i in posted if isinstance(i, UserMessage)]
+        assert [i.id for i in drained if isinstance(i, UserMessage)] == messages
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])

@@ -50,4 +50,5 @@ async def test_interrupt_from_another_event_loop_stops_the_scope() -> None:
             await anyio.sleep_forever()
         thread.join()
         assert caught.value.cancel.reason == "system"
-        assert [i.type for i in ch.drain()] == ["user_message", "cancel"]
+        # the cancel was delivered by the exception, not again by the drain
+        assert [i.type for i in ch.drain()] == ["user_message"]

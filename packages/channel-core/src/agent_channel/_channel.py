@@ -10,6 +10,7 @@ interrupt it, so no cancel scope is needed).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import deque
@@ -59,8 +60,11 @@ class AgentChannel:
 
     __slots__ = (
         "__weakref__",
+        "_cancels",
+        "_claimed",
         "_closed",
         "_live",
+        "_lock",
         "_loop",
         "_owner",
         "_queue",
@@ -77,6 +81,9 @@ class AgentChannel:
 
     def __init__(self, *, approver: Approver | None = None) -> None:
         self._queue: deque[ChannelItem] = deque()
+        self._lock = threading.Lock()  # every change to the queue, so withdraw/close are atomic
+        self._cancels = 0  # Cancels in the queue (changed under the lock)
+        self._claimed: Cancel | None = None  # the Cancel stopping the bound scope: not withdrawable
         self._scope: _Scope | None = None
         self._reachable = False
         self._subscribers: tuple[Subscriber, ...] = ()
@@ -97,28 +104,63 @@ class AgentChannel:
     # -- producer side (reached through AgentRef) -------------------------------------
 
     def post(self, item: ChannelItem) -> None:
-        """Queue ``item`` for the consumer's next :meth:`drain`. Safe from any thread."""
-        if self._closed:
-            raise ChannelClosed(f"execution finished; {item.type} {item.id} not delivered")
-        self._queue.append(item)
-        if self._waiter is not None:
-            self._call_on_loop(self._wake)
+        """Queue ``item`` for the consumer's next :meth:`drain`. Safe from any thread.
+
+        Raises :class:`ChannelClosed` once the execution finished: an item is either
+        refused here or reaches the consumer or ``ExecutionFinished.undelivered``.
+        """
+        if not isinstance(item, ChannelItem):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"post() takes a ChannelItem such as UserMessage, not {_kind(item)}")
+        with self._lock:
+            if self._closed:
+                raise ChannelClosed(f"execution finished; {item.type} {item.id} not delivered")
+            self._queue.append(item)
+            if isinstance(item, Cancel):
+                self._cancels += 1
+        waiter = self._waiter
+        if waiter is not None:
+            self._call_on_loop(waiter.set)
 
     def interrupt(self, cancel: Cancel | None = None) -> None:
         """Queue ``cancel`` and stop the bound scope, if any. Safe from any thread.
 
-        With no scope bound this is a plain :meth:`post` of the cancel, never an
-        error. On a finished execution there is nothing to stop and it does nothing.
+        With no scope bound the cancel waits: the next :meth:`scope` entered raises at
+        once, unless a :meth:`drain` takes it first. On a finished execution there is
+        nothing to stop and it does nothing.
         """
-        if self._closed:
-            return
-        cancel = cancel if cancel is not None else Cancel()
-        self._queue.append(cancel)
+        if cancel is None:
+            cancel = Cancel()
+        elif not isinstance(cancel, Cancel):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"interrupt() takes a Cancel (or nothing), not {_kind(cancel)}")
+        with self._lock:
+            if self._closed:
+                return
+            self._queue.append(cancel)
+            self._cancels += 1
         scope = self._scope
         if scope is not None:
             self._call_on_loop(lambda: scope.interrupt(cancel))
-        if self._waiter is not None:
-            self._call_on_loop(self._wake)
+        waiter = self._waiter
+        if waiter is not None:
+            self._call_on_loop(waiter.set)
+
+    def withdraw(self, item_id: str) -> bool:
+        """Take back a queued item no drain has taken yet; ``True`` if it was still queued.
+
+        Atomic with :meth:`drain`: the item is either withdrawn or delivered, never both.
+        Safe from any thread.
+        """
+        if not isinstance(item_id, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"withdraw() takes an item id (str), not {_kind(item_id)}")
+        with self._lock:
+            q = self._queue
+            for i, item in enumerate(q):
+                if item.id == item_id and item is not self._claimed:
+                    del q[i]
+                    if isinstance(item, Cancel):
+                        self._cancels -= 1
+                    return True
+        return False
 
     def ref(self) -> AgentRef:
         """A producer handle. From now on scopes can be interrupted (see :meth:`scope`)."""
@@ -138,30 +180,48 @@ class AgentChannel:
     # -- consumer side -----------------------------------------------------------------
 
     def drain(self) -> list[ChannelItem]:
-        """Take every queued item, oldest first. Never blocks."""
-        if self._owner is not self._task():
-            self._claim()
-        q = self._queue
-        if not q:
-            return []
-        # popleft is atomic, so a post racing in from another thread is never lost
-        items = [q.popleft()] if len(q) == 1 else [q.popleft() for _ in range(len(q))]
-        if self._subscribers:
-            self.publish(ItemsDrained(items=tuple(items)))
-        return items
+        """Take every queued item, oldest first. Never blocks.
 
-    async def receive(self) -> list[ChannelItem]:
-        """Wait until at least one item is queued, then drain."""
+        Taking a :class:`Cancel` here is the boundary honouring it: ``turn_state``
+        becomes ``cancelled`` and :class:`TurnCancelled` is published (after
+        :class:`ItemsDrained`), so the consumer stops as if a scope had been stopped.
+        """
         if self._owner is not self._task():
             self._claim()
         if not self._queue:
-            waiter = self._waiter = anyio.Event()
-            try:
-                if not self._queue:  # an item posted before the waiter was visible
-                    await waiter.wait()
-            finally:
-                self._waiter = None
-        return self.drain()
+            return []
+        items, cancels = self._take()
+        if not items:  # withdrawn meanwhile
+            return items
+        if self._subscribers:
+            self.publish(ItemsDrained(items=tuple(items)))
+        if cancels:
+            self._turn_cancelled(next(i for i in reversed(items) if isinstance(i, Cancel)))
+        return items
+
+    async def receive(self) -> list[ChannelItem]:
+        """Wait until an item other than a Cancel is queued, then take every queued item.
+
+        This is the parked wait: there is no turn to stop, so a :class:`Cancel` that
+        arrives meanwhile is dropped (it does not end the wait and is never returned).
+        """
+        if self._owner is not self._task():
+            self._claim()
+        while True:
+            if len(self._queue) == self._cancels:  # nothing but Cancels (or nothing)
+                waiter = self._waiter = anyio.Event()
+                try:
+                    if len(self._queue) == self._cancels:  # posted before the waiter was visible
+                        await waiter.wait()
+                finally:
+                    self._waiter = None
+            items, cancels = self._take()
+            if cancels:
+                items = [i for i in items if not isinstance(i, Cancel)]
+            if items:
+                if self._subscribers:
+                    self.publish(ItemsDrained(items=tuple(items)))
+                return items
 
     def scope(self) -> _Scope | _NullScope:
         """An interruptible region: ``with channel.scope(): ...``.
@@ -173,7 +233,7 @@ class AgentChannel:
         """
         if self._owner is not self._task():
             self._claim()
-        if not self._reachable:
+        if not self._reachable and not self._cancels:
             return _NULL_SCOPE
         return _Scope(self)
 
@@ -192,6 +252,30 @@ class AgentChannel:
 
     # -- internals ---------------------------------------------------------------------
 
+    def _turn_cancelled(self, cancel: Cancel) -> None:
+        self.turn_state = "cancelled"
+        if self._subscribers:
+            self.publish(TurnCancelled(cancel=cancel))
+
+    def _take(self) -> tuple[list[ChannelItem], int]:
+        """Every queued item and how many of them are Cancels, atomically."""
+        with self._lock:
+            q = self._queue
+            items = [q.popleft()] if len(q) == 1 else list(q)
+            q.clear()
+            cancels, self._cancels = self._cancels, 0
+        return items, cancels
+
+    def _take_cancel(self, cancel: Cancel | None = None) -> Cancel | None:
+        """Remove ``cancel`` (or else the oldest queued Cancel) from the queue."""
+        with self._lock:
+            for i, item in enumerate(self._queue):
+                if isinstance(item, Cancel) and (cancel is None or item is cancel):
+                    del self._queue[i]
+                    self._cancels -= 1
+                    return item
+        return None
+
     def _claim(self) -> None:
         task = self._task()
         if self._owner is None:
@@ -199,18 +283,15 @@ class AgentChannel:
             return
         raise NotOwner(
             "only the task that consumes this channel may drain it, wait on it or enter its "
-            f"scope; it is owned by {self._owner!r}, not {task!r}"
+            f"scope: it belongs to {_task_name(self._owner)}, not {_task_name(task)}"
         )
 
     def _call_on_loop(self, fn: Callable[[], object]) -> None:
         if threading.get_ident() == self._thread:
             fn()
-        else:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop finished: nothing left to wake or stop
             self._loop.call_soon_threadsafe(fn)
-
-    def _wake(self) -> None:
-        if self._waiter is not None:
-            self._waiter.set()
 
     def _subscribe(self, callback: Subscriber) -> Callable[[], None]:
         self._subscribers = (*self._subscribers, callback)
@@ -221,9 +302,11 @@ class AgentChannel:
         return unsubscribe
 
     def _close(self, error: BaseException | None) -> None:
-        self._closed = True
-        undelivered = tuple(self._queue)
-        self._queue.clear()
+        with self._lock:
+            self._closed = True
+            undelivered = tuple(self._queue)
+            self._queue.clear()
+            self._cancels = 0
         if isinstance(error, anyio.get_cancelled_exc_class()) and self.stop_reason is None:
             self.stop_reason = "cancelled"
         message = None if error is None or self.stop_reason == "cancelled" else repr(error)
@@ -248,15 +331,27 @@ class _Scope:
 
     def interrupt(self, cancel: Cancel) -> None:
         # Runs on the consumer's loop. A scope that has already exited ignores it:
-        # the Cancel stays queued and is delivered at the next boundary.
-        if self._channel._scope is self and self._interrupt is None:
-            self._interrupt = cancel
-            self._cs.cancel()
+        # the Cancel stays queued and is delivered at the next boundary. One withdrawn
+        # before this ran stops nothing; once this ran it can no longer be withdrawn.
+        ch = self._channel
+        if ch._scope is not self or self._interrupt is not None:
+            return
+        with ch._lock:
+            if not any(item is cancel for item in ch._queue):
+                return
+            ch._claimed = cancel
+        self._interrupt = cancel
+        self._cs.cancel()
 
     def __enter__(self) -> None:
         ch = self._channel
         if ch._scope is not None:
             raise RuntimeError("a scope of this channel is already active; use one per region")
+        if ch._cancels:
+            pending = ch._take_cancel()
+            if pending is not None:  # a stop that arrived since the last boundary
+                ch._turn_cancelled(pending)
+                raise AgentInterrupted(pending)
         self._cs.__enter__()
         ch._scope = self
         ch.turn_state = "started"
@@ -271,17 +366,33 @@ class _Scope:
     ) -> bool:
         ch = self._channel
         ch._scope = None
+        ch._claimed = None
         suppressed = self._cs.__exit__(exc_type, exc, tb)
         cancel = self._interrupt
         if cancel is not None and self._cs.cancelled_caught:
-            ch.turn_state = "cancelled"
-            if ch._subscribers:
-                ch.publish(TurnCancelled(cancel=cancel))
+            ch._take_cancel(cancel)  # delivered by this exception, not again by a drain
+            ch._turn_cancelled(cancel)
             raise AgentInterrupted(cancel) from None
         ch.turn_state = "ended"
         if ch._subscribers:
-            ch.publish(_TURN_ENDED)
+            ch.publish(_TURN_ENDED if exc is None or suppressed else _ended_by(exc))
         return bool(suppressed)
+
+
+def _ended_by(exc: BaseException) -> TurnEnded:
+    if isinstance(exc, anyio.get_cancelled_exc_class()):
+        return TurnEnded(error="cancelled")
+    return TurnEnded(error=f"{type(exc).__name__}: {exc}")
+
+
+def _kind(value: object) -> str:
+    return f"{type(value).__name__} {value!r}"[:80]
+
+
+def _task_name(task: object) -> str:
+    name = getattr(task, "get_name", None)
+    name = name() if callable(name) else getattr(task, "name", None)
+    return f"task {name!r}" if isinstance(name, str) else "another task"
 
 
 class _NullScope:
@@ -305,18 +416,29 @@ class AgentRef:
     callbacks run in the consumer's task.
     """
 
-    __slots__ = ("_channel", "interrupt", "post")
-
-    post: Callable[[ChannelItem], None]
-    """Queue a cooperative item; raises :class:`ChannelClosed` once the execution ended."""
-    interrupt: Callable[..., None]
-    """``interrupt(cancel=None)``: stop the work in progress (between regions: deliver it)."""
+    __slots__ = ("_channel",)
 
     def __init__(self, channel: AgentChannel) -> None:
         self._channel = channel
-        # The channel's own bound methods: a producer's post costs one call, not two.
-        self.post = channel.post
-        self.interrupt = channel.interrupt
+
+    def post(self, item: ChannelItem) -> None:
+        """Queue a cooperative item for the consumer's next boundary.
+
+        Raises :class:`ChannelClosed` once the execution finished, and
+        :class:`TypeError` for anything but a :class:`ChannelItem`.
+        """
+        self._channel.post(item)
+
+    def interrupt(self, cancel: Cancel | None = None) -> None:
+        """Stop the work in progress; between regions, stop the next one as it starts.
+
+        Raises :class:`TypeError` for anything but a :class:`Cancel`.
+        """
+        self._channel.interrupt(cancel)
+
+    def withdraw(self, item_id: str) -> bool:
+        """Take back a queued item no boundary has taken yet; ``True`` if it was withdrawn."""
+        return self._channel.withdraw(item_id)
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call ``callback`` with every event from now on; returns an unsubscribe function."""
@@ -348,30 +470,41 @@ class AgentRef:
 
 
 class _InertChannel(AgentChannel):
-    """What :func:`agent_channel` returns outside any execution: accepts and ignores."""
+    """What :func:`agent_channel` returns outside any execution: accepts and ignores.
+
+    One instance serves every caller in the process, so nothing may stick to it:
+    every attribute a caller could change reads back as its default.
+    """
 
     __slots__ = ()
 
     def __init__(self) -> None:  # no loop needed: nothing ever waits or wakes
         self._queue = deque()
-        self._scope = None
-        self._reachable = False
+        self._lock = threading.Lock()
         self._subscribers = ()
         self._waiter = None
         self._owner = None
         self._closed = False
-        self._live = 0
 
-    # One instance serves every caller outside an execution: it keeps no state.
     approver = property(lambda self: None, lambda self, value: None)  # type: ignore[assignment]
     stop_reason = property(lambda self: None, lambda self, value: None)  # type: ignore[assignment]
     turn_state = property(lambda self: "idle", lambda self, value: None)  # type: ignore[assignment]
+    _live = property(lambda self: 0, lambda self, value: None)  # type: ignore[assignment]
+    _reachable = property(lambda self: False, lambda self, value: None)  # type: ignore[assignment]
+    _cancels = property(lambda self: 0, lambda self, value: None)  # type: ignore[assignment]
+    _scope = property(lambda self: None, lambda self, value: None)  # type: ignore[assignment]
+    _claimed = property(lambda self: None, lambda self, value: None)  # type: ignore[assignment]
 
     def post(self, item: ChannelItem) -> None:
-        return None
+        if not isinstance(item, ChannelItem):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"post() takes a ChannelItem such as UserMessage, not {_kind(item)}")
 
     def interrupt(self, cancel: Cancel | None = None) -> None:
-        return None
+        if cancel is not None and not isinstance(cancel, Cancel):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"interrupt() takes a Cancel (or nothing), not {_kind(cancel)}")
+
+    def withdraw(self, item_id: str) -> bool:
+        return False
 
     def drain(self) -> list[ChannelItem]:
         return []

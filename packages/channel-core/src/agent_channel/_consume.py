@@ -108,14 +108,11 @@ def repair(
 
 
 async def wait_for_message(channel: AgentChannel, stop_reason: StopReason = "end_turn") -> Folded:
-    """Park until a message (or an unknown item) arrives; a stray Cancel does not end the wait.
+    """Park until a message (or an unknown item) arrives; a Cancel meanwhile does not end it.
 
     Publishes :class:`AwaitingInput` first, so producers know the agent is idle
     and why it stopped.
     """
     if channel.observed:
         channel.publish(AwaitingInput(stop_reason=stop_reason))
-    while True:
-        folded = fold(await channel.receive())
-        if folded.messages or folded.other:
-            return Folded(folded.messages, None, folded.other)
+    return fold(await channel.receive())  # receive() drops Cancels: no turn to stop

@@ -19,7 +19,13 @@ StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "
 """Why a stretch of work stopped; the same words ACP uses, none of them ACP-specific."""
 
 TurnState = Literal["idle", "started", "ended", "cancelled"]
-"""The channel's last scope transition (``idle``: no scope entered yet)."""
+"""The execution's last turn transition, always the one its last turn event announced.
+
+``idle``: no turn yet; ``started``: a scope was entered (:class:`TurnStarted`);
+``ended``: a scope exited without an interrupt (:class:`TurnEnded`); ``cancelled``:
+this channel's interrupt stopped a scope, stopped one as it was entered, or was
+taken by a ``drain()`` at a boundary (:class:`TurnCancelled`).
+"""
 
 
 class Usage(BaseModel):
@@ -57,9 +63,14 @@ class TurnStarted(_Event):
 
 
 class TurnEnded(_Event):
-    """A scope exited normally."""
+    """A scope exited without being interrupted.
+
+    ``error`` is ``None`` when it exited normally; otherwise it names what left it
+    (``"ValueError: ..."``, or ``"cancelled"`` for outer cancellation such as a deadline).
+    """
 
     type: Literal["turn_ended"] = "turn_ended"
+    error: str | None = None
 
 
 class TurnCancelled(_Event):

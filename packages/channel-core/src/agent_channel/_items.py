@@ -46,8 +46,11 @@ class ChannelItem(BaseModel):
         if not isinstance(default, str) or not default:
             raise TypeError(f"{cls.__name__} must declare `type: Literal['name'] = 'name'`")
         known = _REGISTRY.get(default)
-        if known is not None and known.__qualname__ != cls.__qualname__:
-            raise TypeError(f"channel item type {default!r} is already taken by {known.__name__}")
+        if known is not None:
+            raise TypeError(
+                f"channel item type {default!r} is already taken by "
+                f"{known.__module__}.{known.__qualname__}; give {cls.__name__} its own name"
+            )
         cls.item_type = default
         _REGISTRY[default] = cls
 

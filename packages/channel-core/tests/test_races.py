@@ -1,0 +1,252 @@
+"""Races between producer threads and the consumer, hammered rather than reasoned about.
+
+Each test runs a real foreign thread against the consumer's loop on both backends. The
+``HAMMER_CYCLES`` environment variable scales them up (the long form, e.g. ``100000``);
+the default keeps CI in seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+import pytest
+from agent_channel import (
+    AgentInterrupted,
+    Cancel,
+    ChannelClosed,
+    ChannelItem,
+    ExecutionFinished,
+    UserMessage,
+    open_channel,
+)
+
+pytestmark = pytest.mark.anyio
+
+CYCLES = int(os.environ.get("HAMMER_CYCLES", "3000"))
+
+
+def spin(n: int) -> None:
+    """Busy work of random length: widens the windows the races live in."""
+    for _ in range(n):
+        pass
+
+
+async def test_a_stop_between_the_boundary_drain_and_the_scope_is_not_lost() -> None:
+    """Finding 1, deterministically: the interrupt lands after drain(), before scope()."""
+    async with open_channel() as ch:
+        ref = ch.ref()
+        assert ch.drain() == []
+        cancel = Cancel("user_cancel")
+        ref.interrupt(cancel)
+        ran = False
+        with pytest.raises(AgentInterrupted) as caught, ch.scope():
+            ran = True
+        assert caught.value.cancel is cancel
+        assert not ran  # nothing of the turn ran
+        assert ch.turn_state == "cancelled"
+        assert ch.drain() == []  # delivered once: by the scope, not again by the next drain
+
+
+async def test_no_stop_is_lost_or_delivered_twice_under_a_thread_hammering_interrupt() -> None:
+    """Finding 1 under load: each cycle's stop ends that cycle exactly once, whenever it lands."""
+    rng = random.Random(7)
+    async with open_channel() as ch:
+        ref = ch.ref()
+        go, sent, stop = threading.Event(), threading.Event(), threading.Event()
+        cancels: list[Cancel] = []
+
+        def operator() -> None:
+            r = random.Random(11)
+            while True:
+                go.wait()
+                go.clear()
+                if stop.is_set():
+                    return
+                spin(r.randrange(0, 400))
+                cancel = Cancel("user_cancel")
+                cancels.append(cancel)
+                ref.interrupt(cancel)
+                sent.set()
+
+        delivered: list[tuple[str, str]] = []
+        thread = threading.Thread(target=operator, daemon=True)
+        thread.start()
+        try:
+            for cycle in range(CYCLES):
+                sent.clear()
+                go.set()
+                spin(rng.randrange(0, 200))
+                items = ch.drain()
+                if items:
+                    assert [type(i) for i in items] == [Cancel]
+                    delivered.append(("drain", items[0].id))
+                    while not sent.is_set():
+                        await anyio.lowlevel.checkpoint()
+                    continue
+                spin(rng.randrange(0, 200))
+                try:
+                    # If the stop was lost, nothing can end this wait: the bound catches it.
+                    with anyio.fail_after(10), ch.scope():
+                        await anyio.sleep_forever()
+                except AgentInterrupted as e:
+                    delivered.append(("scope", e.cancel.id))
+                except TimeoutError:
+                    pytest.fail(f"cycle {cycle}: the stop was lost (the turn ran on)")
+                assert ch.drain() == [], f"cycle {cycle}: the cancel was delivered twice"
+        finally:
+            stop.set()
+            go.set()
+            thread.join()
+        assert [d[1] for d in delivered] == [c.id for c in cancels]
+
+
+async def test_receive_returns_only_with_items_despite_stale_cross_thread_wakes() -> None:
+    """Finding 2: a wake meant for an earlier waiter must not end a later wait empty."""
+    async with open_channel() as ch:
+        ref = ch.ref()
+        ch.drain()
+        total = CYCLES * 10
+        received: list[str] = []
+
+        def producer() -> None:  # bursts: a second post lands while the consumer wakes
+            r = random.Random(3)
+            for i in range(total):
+                ref.post(UserMessage(str(i)))
+                spin(r.choice((0, 0, 0, 50, 200)))
+
+        with anyio.fail_after(120):  # a lost item would otherwise hang here
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(anyio.to_thread.run_sync, producer)
+                while len(received) < total:
+                    items = await ch.receive()
+                    assert items, "receive() returned no items"
+                    received.extend(i.text for i in items if isinstance(i, UserMessage))
+        assert received == [str(i) for i in range(total)]
+
+
+async def test_a_post_racing_the_close_is_refused_or_reported_undelivered() -> None:
+    """Finding 3: either ChannelClosed at the call or listed undelivered, never neither."""
+    for round_ in range(max(20, CYCLES // 100)):
+        await _post_while_closing(random.Random(round_).randrange(0, 2000))
+
+
+async def _post_while_closing(delay: int) -> None:
+    accepted: list[str] = []
+    finished: list[ExecutionFinished] = []
+    started, done = threading.Event(), threading.Event()
+    async with open_channel() as ch:
+        ref = ch.ref()
+        ref.subscribe(lambda ev: finished.append(ev) if isinstance(ev, ExecutionFinished) else None)
+        ch.drain()
+
+        def producer() -> None:
+            started.set()
+            try:
+                while True:
+                    item = UserMessage("late")
+                    ref.post(item)
+                    accepted.append(item.id)
+            except ChannelClosed:
+                pass
+            finally:
+                done.set()
+
+        thread = threading.Thread(target=producer, daemon=True)
+        thread.start()
+        await anyio.to_thread.run_sync(started.wait)
+        spin(delay)
+        drained = [i.id for i in ch.drain()]
+    await anyio.to_thread.run_sync(done.wait)
+    thread.join()
+    undelivered = [i.id for i in finished[0].undelivered]
+    assert drained + undelivered == accepted
+
+
+async def test_threads_hammering_post_interrupt_withdraw_deliver_every_item_exactly_once() -> None:
+    """Finding 30: delivery is exactly-once and in order under a foreign-thread hammer.
+
+    A producer thread posts, interrupts and withdraws at random while the consumer cycles
+    drain / scope / receive. Every item is delivered exactly once (through drain, receive or
+    AgentInterrupted) unless it was withdrawn (then never) or it was a Cancel that arrived while
+    the consumer was parked in receive() (dropped: there was no turn to stop); messages keep
+    their order; no AgentInterrupted carries a cancel twice.
+    """
+    async with open_channel() as ch:
+        ref = ch.ref()
+        ch.drain()
+        sent: list[ChannelItem] = []
+        withdrawn: set[str] = set()
+        finished = threading.Event()
+
+        def producer() -> None:
+            r = random.Random(5)
+            for i in range(CYCLES):
+                roll = r.random()
+                if roll < 0.55:
+                    item: ChannelItem = UserMessage(f"m{i}")
+                    sent.append(item)
+                    ref.post(item)
+                elif roll < 0.8:
+                    item = Cancel("user_cancel")
+                    sent.append(item)
+                    ref.interrupt(item)
+                elif sent:
+                    target = r.choice(sent[-5:])
+                    if ref.withdraw(target.id):
+                        withdrawn.add(target.id)
+                spin(r.randrange(0, 300))
+            last = UserMessage("done")
+            sent.append(last)
+            ref.post(last)
+            finished.set()
+
+        got: list[str] = []
+        parked_cancels: set[str] = set()
+        rng = random.Random(9)
+        thread = threading.Thread(target=producer, daemon=True)
+        thread.start()
+        try:
+            while not (finished.is_set() and sent[-1].id in got):
+                roll = rng.random()
+                if roll < 0.4:
+                    got.extend(_ids(ch.drain()))
+                elif roll < 0.8:
+                    try:
+                        with ch.scope():
+                            for _ in range(rng.randrange(0, 3)):
+                                await anyio.lowlevel.checkpoint()
+                    except AgentInterrupted as e:
+                        got.append(e.cancel.id)
+                else:
+                    with anyio.fail_after(120):  # a lost item would otherwise hang here
+                        items = await ch.receive()
+                    assert items
+                    assert not any(isinstance(i, Cancel) for i in items)
+                    got.extend(_ids(items))
+                    # a Cancel sent before this wait ended may have been dropped while parked
+                    parked_cancels |= {i.id for i in list(sent) if isinstance(i, Cancel)}
+        finally:
+            thread.join()
+        ids = got
+        assert len(ids) == len(set(ids)), "an item was delivered twice"
+        assert not set(ids) & withdrawn, "a withdrawn item was delivered"
+        expected_messages = [
+            i.id for i in sent if isinstance(i, UserMessage) and i.id not in withdrawn
+        ]
+        assert [i for i in ids if i in {m.id for m in sent if isinstance(m, UserMessage)}] == (
+            expected_messages
+        )
+        missing_cancels = {
+            i.id for i in sent if isinstance(i, Cancel) and i.id not in withdrawn
+        } - set(ids)
+        assert missing_cancels <= parked_cancels, "a stop was lost outside a parked wait"
+
+
+def _ids(items: list[ChannelItem]) -> list[str]:
+    return [i.id for i in items]
+
