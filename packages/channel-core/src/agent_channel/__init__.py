@@ -25,6 +25,7 @@ from ._content import (
     ContentText,
     content_text,
 )
+from ._conversation import Conversation, ModelCall, ToolRun
 from ._errors import AgentInterrupted, ChannelClosed, NotOwner
 from ._events import (
     AwaitingInput,
@@ -81,11 +82,13 @@ __all__ = [
     "ContentResource",
     "ContentResourceLink",
     "ContentText",
+    "Conversation",
     "ExecutionEvent",
     "ExecutionFinished",
     "Folded",
     "ItemsDrained",
     "MessageAppended",
+    "ModelCall",
     "ModelCallFinished",
     "ModelCallStarted",
     "ModelDelta",
@@ -96,6 +99,7 @@ __all__ = [
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolKind",
+    "ToolRun",
     "TurnCancelled",
     "TurnEnded",
     "TurnStarted",
