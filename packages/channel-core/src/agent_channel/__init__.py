@@ -58,7 +58,7 @@ from ._messages import (
     new_id,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "AgentChannel",

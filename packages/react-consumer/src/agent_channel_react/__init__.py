@@ -37,7 +37,7 @@ from ._tool import Tool, ToolError, ToolOutput, tool
 if TYPE_CHECKING:
     from ._openai import ModelError, OpenAIModel
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _LAZY = {"ModelError", "OpenAIModel"}
 """Names from the OpenAI-compatible adapter: importing it imports ``openai`` (an extra)."""
