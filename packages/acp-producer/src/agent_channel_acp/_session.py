@@ -363,7 +363,7 @@ class Session:
             return
         for p in self._pending.values():
             p.cancelled = True
-        withdrawn = [p for p in self._queued.values() if _withdraw(ref, p.id)]
+        withdrawn = [p for p in self._queued.values() if ref.withdraw(p.id)]
         for p in withdrawn:
             del self._queued[p.id]
         if withdrawn:
@@ -766,15 +766,3 @@ def _acp_usage(usage: Usage) -> AcpUsage:
         total_tokens=usage.total_tokens,
         thought_tokens=usage.reasoning_tokens,
     )
-
-
-def _withdraw(ref: AgentRef, item_id: str) -> bool:  # TEMPORARY until the core's withdraw lands
-    withdraw = getattr(ref, "withdraw", None)
-    if withdraw is not None:
-        return withdraw(item_id)
-    queue = ref._channel._queue  # pyright: ignore[reportPrivateUsage]
-    for item in queue:
-        if item.id == item_id:
-            queue.remove(item)
-            return True
-    return False
