@@ -347,13 +347,16 @@ class _Scope:
         ch = self._channel
         if ch._scope is not None:
             raise RuntimeError("a scope of this channel is already active; use one per region")
+        # Bind first, then look for a queued stop: an interrupt() racing in from another
+        # thread queues its Cancel before it reads the binding, so one of the two sees it.
+        ch._scope = self
         if ch._cancels:
             pending = ch._take_cancel()
             if pending is not None:  # a stop that arrived since the last boundary
+                ch._scope = None
                 ch._turn_cancelled(pending)
                 raise AgentInterrupted(pending)
         self._cs.__enter__()
-        ch._scope = self
         ch.turn_state = "started"
         if ch._subscribers:
             ch.publish(_TURN_STARTED)
