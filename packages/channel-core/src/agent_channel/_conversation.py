@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Literal
 
 import anyio
 
@@ -234,17 +235,10 @@ class ToolRun:
             self._end("", None)
             return
         self._done = True
-        ch = self._conv.channel
-        if ch.observed:
-            cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
-            ch.publish(
-                ToolCallFinished(
-                    tool_call_id=self._call.id,
-                    name=self._call.name,
-                    status="cancelled" if cancelled else "failed",
-                    error=None if cancelled else _describe(exc),
-                )
-            )
+        if isinstance(exc, anyio.get_cancelled_exc_class()):
+            self._report("cancelled", "", None)
+        else:
+            self._report("failed", "", _describe(exc))
 
     def _end(self, content: str, error: str | None) -> ChatMessageTool:
         if self._done:
@@ -252,19 +246,24 @@ class ToolRun:
         self._done = True
         c = self._call
         message = ChatMessageTool(tool_call_id=c.id, function=c.name, content=content, error=error)
+        self._report("failed" if error is not None else "completed", content, error)
+        self._conv.append(message)
+        return message
+
+    def _report(
+        self, status: Literal["completed", "failed", "cancelled"], content: str, error: str | None
+    ) -> None:
         ch = self._conv.channel
         if ch.observed:
             ch.publish(
                 ToolCallFinished(
-                    tool_call_id=c.id,
-                    name=c.name,
-                    status="failed" if error is not None else "completed",
+                    tool_call_id=self._call.id,
+                    name=self._call.name,
+                    status=status,
                     content=content,
                     error=error,
                 )
             )
-        self._conv.append(message)
-        return message
 
 
 def _describe(exc: BaseException) -> str:
