@@ -15,6 +15,7 @@ import acp
 import anyio
 import pytest
 from agent_channel import ChatMessage, ChatMessageUser
+from agent_channel_acp import AcpServer
 from agent_channel_react import (
     GenerateConfig,
     ModelOutput,
@@ -123,3 +124,8 @@ async def test_s14_past_the_cap_queued_updates_are_dropped_with_a_notice_and_ans
             await local.conn.load_session(cwd="/", session_id=sid, mcp_servers=[])
         replayed = chunk_frames(local.rec, sid)
         assert "".join(f["content"]["text"] for f in replayed).startswith("w " * words)
+
+
+def test_a_backlog_limit_too_small_for_one_chunk_is_refused_where_the_server_is_made() -> None:
+    with pytest.raises(ValueError, match="backlog_limit must be at least"):
+        AcpServer(lambda model: None, backlog_limit=1000)

@@ -31,6 +31,7 @@ from acp.schema import (
 )
 
 from . import _mapping as m
+from ._outbox import RUN_MAX
 from ._session import BACKLOG_LIMIT, Body, FrameWriter, NotRunnable, Session
 from ._transport import LineTransport
 from ._version import __version__
@@ -81,6 +82,8 @@ class AcpServer:
         self._model = model
         self._approve = approve
         self._context_window = context_window
+        if backlog_limit < RUN_MAX:  # refuse it here, not at every session/new
+            raise ValueError(f"backlog_limit must be at least {RUN_MAX} bytes, not {backlog_limit}")
         self._backlog_limit = backlog_limit
         self._sessions: dict[str, Session] = {}  # running
         self._finished: OrderedDict[str, Session] = OrderedDict()  # kept for session/load
