@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._content import DEFER_BUILD
 from ._frozen import FrozenJsonObject
 from ._items import AnyItem, Cancel
 from ._messages import ChatMessage, ChatMessageAssistant
@@ -31,7 +32,7 @@ taken by a ``drain()`` at a boundary (:class:`TurnCancelled`).
 class Usage(BaseModel):
     """Token counts of one model call (or a sum of several)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=DEFER_BUILD)
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -53,7 +54,7 @@ class Usage(BaseModel):
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=DEFER_BUILD)
 
 
 class TurnStarted(_Event):

@@ -11,7 +11,7 @@ from uuid import uuid4
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._content import Content, content_text
+from ._content import DEFER_BUILD, Content, content_text
 from ._frozen import FrozenJsonObject
 
 
@@ -23,7 +23,7 @@ def new_id() -> str:
 class ToolCall(BaseModel):
     """A model's request to run a tool."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=DEFER_BUILD)
 
     id: str
     name: str
@@ -31,7 +31,7 @@ class ToolCall(BaseModel):
 
 
 class _Message(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=DEFER_BUILD)
 
     id: str = Field(default_factory=new_id)
     content: str | tuple[Content, ...] = ""
