@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType, NoneType
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 from pydantic import PlainSerializer, ValidatorFunctionWrapHandler, WrapValidator
 
@@ -33,8 +33,12 @@ def _made_here(value: object) -> bool:
     return len(inner) == 1 and type(inner[0]) is _FrozenDict
 
 
-def _frozen_dict(items: Any) -> MappingProxyType[Any, Any]:
+def _frozen_dict(items: Iterable[tuple[Any, Any]]) -> MappingProxyType[Any, Any]:
     return MappingProxyType(_FrozenDict({k: freeze(v) for k, v in items}))
+
+
+# The hot paths below test exact types first (the Mapping ABC's isinstance is slow) and
+# make no typing.cast calls (each is a call, and builds its generic alias, per value).
 
 
 def freeze(value: Any) -> Any:
@@ -46,15 +50,15 @@ def freeze(value: Any) -> Any:
     if t in _SCALARS:
         return value
     if t is dict:
-        return _frozen_dict(cast(dict[Any, Any], value).items())
+        return _frozen_dict(value.items())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
     if t is list or t is tuple:
-        return tuple([freeze(v) for v in cast(list[Any], value)])
+        return tuple([freeze(v) for v in value])  # pyright: ignore[reportUnknownVariableType]
     if _made_here(value):
         return value
     if isinstance(value, Mapping):
-        return _frozen_dict(cast(Mapping[Any, Any], value).items())
+        return _frozen_dict(value.items())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
     if isinstance(value, list | tuple):
-        return tuple([freeze(v) for v in cast(list[Any], value)])
+        return tuple([freeze(v) for v in value])  # pyright: ignore[reportUnknownVariableType]
     return value
 
 
@@ -64,9 +68,9 @@ def thaw(value: Any) -> Any:
     if t in _SCALARS:
         return value
     if t is MappingProxyType or t is dict or isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in cast(Mapping[Any, Any], value).items()}
+        return {k: thaw(v) for k, v in value.items()}  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     if isinstance(value, tuple):
-        return [thaw(v) for v in cast(tuple[Any, ...], value)]
+        return [thaw(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
     return value
 
 
