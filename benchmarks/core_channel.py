@@ -1,11 +1,20 @@
-"""Cost of the core channel's hot paths; prints JSON.
+"""Cost of the core channel's hot paths and of building its events; prints JSON.
 
-    uv run python benchmarks/core_channel.py [--backend asyncio|trio] [--reference]
+    uv run python benchmarks/core_channel.py [--backend asyncio|trio|both] [--reference]
+        [--compare SRC_DIR [--rounds N]]
 
 Every figure comes with a baseline measured in the same process (raw anyio /
-a bare deque doing the same work), so ratios stay meaningful on any machine.
+a bare deque doing the same work / a frozen dataclass with as many fields), so
+ratios stay meaningful on any machine. Interrupt latency alternates the channel's
+interrupt and a bare cancel scope's cancel in rounds, so a busy moment hits both.
 ``--reference`` also runs the same workloads on Inspect AI 0.3.285's channel,
 installed into a throwaway virtualenv (needs network; never run in CI).
+
+``--compare SRC_DIR`` runs this script ``--rounds`` times (default 3) alternately on
+the current core and with ``PYTHONPATH=SRC_DIR`` (an older checkout's
+``packages/channel-core/src``, e.g. from ``git worktree add /tmp/perf-before <commit>``),
+each in a fresh process, and prints the best of each figure side by side with
+``current / compare`` ratios.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +39,10 @@ import anyio.lowlevel
 
 TURNS = 200_000
 POSTS = 1_000_000
-INTERRUPTS = 2_000
+INTERRUPTS = 2_000  # per side, in INTERRUPT_ROUNDS alternating rounds
+INTERRUPT_ROUNDS = 8
+EVENTS = 20_000  # per repeat; the best of EVENT_REPEATS is kept
+EVENT_REPEATS = 7
 
 # Inspect AI 0.3.285 on a 2-core machine, asyncio (figures from the issue).
 REFERENCE_QUOTED = {
@@ -66,16 +79,9 @@ def rss_mib() -> float:
 
 
 async def measure(api: dict[str, Any]) -> dict[str, float]:
-    open_channel, Interrupted = api["open_channel"], api["Interrupted"]
-    make_msg, make_cancel = api["message"], api["cancel"]
+    open_channel, make_msg = api["open_channel"], api["message"]
     # Each api entry returns the bound method to call, so no wrapper sits on the hot path.
-    drain_of, scope_of, post_of, interrupt_of, ref_of = (
-        api["drain"],
-        api["scope"],
-        api["post"],
-        api["interrupt"],
-        api["ref"],
-    )
+    drain_of, scope_of, post_of, ref_of = api["drain"], api["scope"], api["post"], api["ref"]
     out: dict[str, float] = {}
 
     def turns_of(ch: Any) -> Callable[[int], None]:
@@ -94,7 +100,7 @@ async def measure(api: dict[str, Any]) -> dict[str, float]:
 
     async with open_channel() as ch:
         ref = ref_of(ch)
-        drain, scope, post, interrupt = drain_of(ch), scope_of(ch), post_of(ref), interrupt_of(ref)
+        drain, post = drain_of(ch), post_of(ref)
         item = make_msg("x")
 
         def post_drain(n: int) -> None:
@@ -113,32 +119,68 @@ async def measure(api: dict[str, Any]) -> dict[str, float]:
         post_drain(POSTS)
         out["rss_growth_after_1M_items_mib"] = round(rss_mib() - before, 2)
 
-        lat: list[float] = []
-        ready = anyio.Event()
-        t0 = 0.0
+    ours, bare = await interrupt_latencies(api)
+    out["interrupt_p50_us"] = statistics.median(ours)
+    out["interrupt_p99_us"] = percentile(ours, 0.99)
+    out["bare_cancel_p50_us"] = statistics.median(bare)
+    out["bare_cancel_p99_us"] = percentile(bare, 0.99)
+    return out
 
-        async def producer() -> None:
-            nonlocal ready, t0
-            for _ in range(INTERRUPTS):
-                await ready.wait()
-                ready = anyio.Event()
-                cancel = make_cancel()
-                t0 = time.perf_counter()
-                interrupt(cancel)
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(producer)
-            for _ in range(INTERRUPTS):
-                try:
-                    with scope():
+async def interrupt_latencies(api: dict[str, Any]) -> tuple[list[float], list[float]]:
+    """From the producer's call to the consumer resuming: the channel's interrupt of its
+    scope, and (the baseline) a bare anyio cancel scope's ``cancel()``, in alternating rounds."""
+    open_channel, Interrupted, make_cancel = api["open_channel"], api["Interrupted"], api["cancel"]
+    ours: list[float] = []
+    bare: list[float] = []
+    per_round = INTERRUPTS // INTERRUPT_ROUNDS
+    holder: list[anyio.CancelScope] = []
+    async with open_channel() as ch:
+        drain, scope = api["drain"](ch), api["scope"](ch)
+        interrupt = api["interrupt"](api["ref"](ch))
+        for _ in range(INTERRUPT_ROUNDS):
+            ready = anyio.Event()
+            t0 = 0.0
+
+            async def producer() -> None:
+                nonlocal ready, t0
+                for _ in range(per_round):
+                    await ready.wait()
+                    ready = anyio.Event()
+                    cancel = make_cancel()
+                    t0 = time.perf_counter()
+                    interrupt(cancel)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(producer)
+                for _ in range(per_round):
+                    try:
+                        with scope():
+                            ready.set()
+                            await anyio.sleep_forever()
+                    except Interrupted:
+                        ours.append((time.perf_counter() - t0) * 1e6)
+                    drain()
+
+            ready = anyio.Event()
+
+            async def canceller() -> None:
+                nonlocal ready, t0
+                for _ in range(per_round):
+                    await ready.wait()
+                    ready = anyio.Event()
+                    t0 = time.perf_counter()
+                    holder[-1].cancel()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(canceller)
+                for _ in range(per_round):
+                    with anyio.CancelScope() as cs:
+                        holder.append(cs)
                         ready.set()
                         await anyio.sleep_forever()
-                except Interrupted:
-                    lat.append((time.perf_counter() - t0) * 1e6)
-                drain()
-        out["interrupt_p50_us"] = statistics.median(lat)
-        out["interrupt_p99_us"] = percentile(lat, 0.99)
-    return out
+                    bare.append((time.perf_counter() - t0) * 1e6)
+    return ours, bare
 
 
 def ours() -> dict[str, Any]:
@@ -159,7 +201,11 @@ def ours() -> dict[str, Any]:
 
 
 async def baseline() -> dict[str, float]:
-    """The same work with no channel: raw anyio cancel scopes and a bare deque."""
+    """The same work with no channel: raw anyio cancel scopes and a bare deque.
+
+    (The bare cancel-scope interrupt baseline is measured with ours, see
+    :func:`interrupt_latencies`.)
+    """
     out: dict[str, float] = {}
     q: deque[object] = deque()
 
@@ -179,30 +225,6 @@ async def baseline() -> dict[str, float]:
             [q.popleft() for _ in range(len(q))]
 
     out["post_drain_us"] = per_op_us(post_drain, POSTS)
-
-    lat: list[float] = []
-    ready = anyio.Event()
-    holder: list[anyio.CancelScope] = []
-    t0 = 0.0
-
-    async def producer() -> None:
-        nonlocal ready, t0
-        for _ in range(INTERRUPTS):
-            await ready.wait()
-            ready = anyio.Event()
-            t0 = time.perf_counter()
-            holder[-1].cancel()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(producer)
-        for _ in range(INTERRUPTS):
-            with anyio.CancelScope() as cs:
-                holder.append(cs)
-                ready.set()
-                await anyio.sleep_forever()
-            lat.append((time.perf_counter() - t0) * 1e6)
-    out["cancel_p50_us"] = statistics.median(lat)
-    out["cancel_p99_us"] = percentile(lat, 0.99)
     return out
 
 
@@ -257,29 +279,117 @@ def inspect_api() -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--backend", default="asyncio", choices=["asyncio", "trio"])
-    parser.add_argument(
-        "--reference", action="store_true", help="also measure Inspect AI's channel"
-    )
-    parser.add_argument("--as-reference", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.as_reference:
-        print(json.dumps(anyio.run(measure, inspect_api(), backend=args.backend)))
-        return
-    result: dict[str, Any] = {"backend": args.backend, "python": sys.version.split()[0]}
-    result["ours"] = anyio.run(measure, ours(), backend=args.backend)
-    result["baseline"] = anyio.run(baseline, backend=args.backend)
+# -- building events (no backend dimension) -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    """The baseline: the cheapest immutable record with as many fields as a big event."""
+
+    type: str
+    tool_call_id: str
+    name: str
+    arguments: object
+    kind: str
+
+
+ARGUMENTS = {"path": "src/app.py", "old": "x = 1", "new": "x = 2", "lines": [3, 4]}
+
+
+def best_us(fn: Callable[[], object]) -> float:
+    def loop(n: int) -> None:
+        for _ in range(n):
+            fn()
+
+    return min(per_op_us(loop, EVENTS) for _ in range(EVENT_REPEATS))
+
+
+def event_costs() -> dict[str, Any]:
+    """Per event an observed tool-call turn publishes: validated construction, in µs."""
+    import agent_channel as ac
+    from agent_channel._frozen import freeze
+
+    call = ac.ToolCall(id="c1", name="edit", arguments=ARGUMENTS)
+    assistant = ac.ChatMessageAssistant(content="editing", tool_calls=(call,), model="m")
+    tool_msg = ac.ChatMessageTool(tool_call_id="c1", function="edit", content="done")
+    usage = ac.Usage(input_tokens=10, output_tokens=3, total_tokens=13)
+    turn: dict[str, Callable[[], object]] = {  # TURN_EVENTS
+        "ModelCallStarted": lambda: ac.ModelCallStarted(call_id="m1", model="m"),
+        "ModelDelta": lambda: ac.ModelDelta(call_id="m1", message_id="a1", kind="text", text="ed"),
+        "ModelCallFinished": lambda: ac.ModelCallFinished(
+            call_id="m1", message=assistant, stop_reason="end_turn", usage=usage
+        ),
+        "MessageAppended (assistant)": lambda: ac.MessageAppended(message=assistant, index=1),
+        "ToolCallStarted (the ToolCall's arguments)": lambda: ac.ToolCallStarted(
+            tool_call_id=call.id,
+            name=call.name,
+            arguments=call.arguments,
+            title="edit src/app.py",
+            kind="edit",
+        ),
+        "ToolCallFinished": lambda: ac.ToolCallFinished(
+            tool_call_id="c1", name="edit", status="completed", content="done"
+        ),
+        "MessageAppended (tool)": lambda: ac.MessageAppended(message=tool_msg, index=2),
+    }
+    other: dict[str, Callable[[], object]] = {
+        "ToolCallStarted (plain dict arguments)": lambda: ac.ToolCallStarted(
+            tool_call_id="c1",
+            name="edit",
+            arguments=ARGUMENTS,
+            title="edit src/app.py",
+            kind="edit",
+        ),
+        "ToolCall (plain dict arguments)": lambda: ac.ToolCall(
+            id="c1", name="edit", arguments=ARGUMENTS
+        ),
+        "freeze (plain dict)": lambda: freeze(ARGUMENTS),
+        "freeze (already frozen)": lambda: freeze(call.arguments),
+    }
+    base = best_us(lambda: _Record("tool_call_started", "c1", "edit", ARGUMENTS, "edit"))
+    us = {name: best_us(fn) for name, fn in {**turn, **other}.items()}
+    return {"frozen_dataclass_baseline_us": base, "us": us}
+
+
+TURN_EVENTS = (
+    "ModelCallStarted",
+    "ModelDelta",
+    "ModelCallFinished",
+    "MessageAppended (assistant)",
+    "ToolCallStarted (the ToolCall's arguments)",
+    "ToolCallFinished",
+    "MessageAppended (tool)",
+)
+"""What an observed turn with one tool call publishes (besides the shared turn events)."""
+
+
+def event_ratios(events: dict[str, Any]) -> dict[str, Any]:
+    us, base = events["us"], events["frozen_dataclass_baseline_us"]
+    return {
+        **events,
+        "vs_frozen_dataclass": {name: v / base for name, v in us.items()},
+        f"observed_turn_{len(TURN_EVENTS)}_events_us": sum(us[name] for name in TURN_EVENTS),
+    }
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+async def channel_costs(api: dict[str, Any]) -> dict[str, Any]:
+    return {"ours": await measure(api), "baseline": await baseline()}
+
+
+def channel_ratios(result: dict[str, Any], backend: str, reference: bool) -> dict[str, Any]:
+    """``result`` (ours and baseline of one backend) with its ratios and targets."""
     o, b = result["ours"], result["baseline"]
+    result = dict(result)
     result["ratios_vs_baseline"] = {
         "turn_with_producer / raw cancel-scope turn": o["turn_with_producer_us"] / b["turn_us"],
         "post_drain / bare deque": o["post_drain_us"] / b["post_drain_us"],
-        "interrupt_p99 / raw cancel p99": o["interrupt_p99_us"] / b["cancel_p99_us"],
+        "interrupt_p99 / bare cancel p99": o["interrupt_p99_us"] / o["bare_cancel_p99_us"],
+        "interrupt_p50 / bare cancel p50": o["interrupt_p50_us"] / o["bare_cancel_p50_us"],
     }
-    ref = reference_in_venv(args.backend) if args.reference else None
+    ref = reference_in_venv(backend) if reference else None
     result["reference"] = ref if ref is not None else {"quoted": REFERENCE_QUOTED}
     r = (
         ref
@@ -300,10 +410,107 @@ def main() -> None:
         "turn_with_producer <= 0.6x reference": result["ratios_vs_reference"]["turn_with_producer"]
         <= 0.6,
         "interrupt_p99 <= 0.6x reference": result["ratios_vs_reference"]["interrupt_p99"] <= 0.6,
+        "interrupt_p99 <= 1.2x bare cancel p99": result["ratios_vs_baseline"][
+            "interrupt_p99 / bare cancel p99"
+        ]
+        <= 1.2,
         "post_drain <= 1.2x reference": result["ratios_vs_reference"]["post_drain"] <= 1.2,
         "memory flat after 1M items (< 1 MiB)": o["rss_growth_after_1M_items_mib"] < 1.0,
     }
-    print(json.dumps(result, indent=2, default=lambda x: round(x, 3)))
+    return result
+
+
+def measure_all(backends: list[str]) -> dict[str, Any]:
+    """The raw figures: per backend the channel's and its baseline's, then the events'."""
+    result: dict[str, Any] = {"python": sys.version.split()[0]}
+    for backend in backends:
+        result[backend] = anyio.run(channel_costs, ours(), backend=backend)
+    result["events"] = event_costs()
+    return result
+
+
+def with_ratios(raw: dict[str, Any], backends: list[str], reference: bool) -> dict[str, Any]:
+    result = dict(raw)
+    for backend in backends:
+        result[backend] = channel_ratios(raw[backend], backend, reference)
+    result["events"] = event_ratios(raw["events"])
+    return result
+
+
+def rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 3)
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    return value
+
+
+def best_of(runs: list[Any]) -> Any:
+    """Leaf by leaf: the lowest number (the least disturbed run), or the first value."""
+    first = runs[0]
+    if isinstance(first, dict):
+        return {k: best_of([r[k] for r in runs]) for k in first}
+    if isinstance(first, float) and not isinstance(first, bool):
+        return min(runs)
+    return first
+
+
+def ratios(current: Any, compare: Any) -> Any:
+    if isinstance(current, dict):
+        out = {k: ratios(current[k], compare[k]) for k in current if k in compare}
+        return {k: v for k, v in out.items() if v is not None and v != {}}
+    if isinstance(current, float) and isinstance(compare, float) and compare:
+        return current / compare
+    return None
+
+
+def compare_trees(src: str, backends: list[str], rounds: int) -> dict[str, Any]:
+    """Alternate fresh runs on the current core and on ``src``; best of each, side by side."""
+    cmd = [sys.executable, __file__, "--raw", "--backend", ",".join(backends)]
+    env_compare = {**os.environ, "PYTHONPATH": str(Path(src).resolve())}
+    runs: dict[str, list[Any]] = {"current": [], "compare": []}
+    for _ in range(rounds):
+        for tree, env in (("current", dict(os.environ)), ("compare", env_compare)):
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if r.returncode:
+                raise SystemExit(f"{tree} run failed:\n{r.stderr[-2000:]}")
+            runs[tree].append(json.loads(r.stdout))
+    current, compare = best_of(runs["current"]), best_of(runs["compare"])
+    return {
+        "rounds": rounds,
+        "compare_src": src,
+        "current / compare (best raw figures)": ratios(current, compare),
+        "current": with_ratios(current, backends, reference=False),
+        "compare": with_ratios(compare, backends, reference=False),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--backend", default="both", help="asyncio, trio or both (default), or a comma list"
+    )
+    parser.add_argument(
+        "--reference", action="store_true", help="also measure Inspect AI's channel"
+    )
+    parser.add_argument("--compare", metavar="SRC_DIR", help="also run on this core source tree")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating runs per tree")
+    parser.add_argument("--as-reference", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--raw", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    backends = ["asyncio", "trio"] if args.backend == "both" else args.backend.split(",")
+    if args.as_reference:
+        print(json.dumps(anyio.run(measure, inspect_api(), backend=backends[0])))
+        return
+    if args.raw:
+        print(json.dumps(measure_all(backends)))
+    elif args.compare:
+        print(json.dumps(rounded(compare_trees(args.compare, backends, args.rounds)), indent=2))
+    else:
+        result = with_ratios(measure_all(backends), backends, args.reference)
+        print(json.dumps(rounded(result), indent=2))
 
 
 if __name__ == "__main__":
