@@ -22,16 +22,21 @@ from typing import Any, NoReturn
 from ._version import __version__
 
 DEMO = "agent_channel_react.demo:demo"
+DEMO_TASK = "agent_channel_react.demo:task_demo"
 LOG_ENV = "AGENT_CHANNEL_ACP_LOG"
 _DEMO_HINT = " (install the demo: pip install 'agent-channel-acp[demo]')"
 
 _DESCRIPTION = """\
 Serve an agent-channel agent over the Agent Client Protocol (ACP).
 
-An ACP client (Zed, JetBrains, any ACP client) launches this command and talks
-JSON-RPC on its stdin/stdout. Every session/new starts one agent execution;
-prompts are posted to it, a cancel interrupts it, and what it does streams back
-as session/update notifications. Logs go to stderr only.
+stdio: an ACP client (Zed, JetBrains, any ACP client) launches this command and
+talks JSON-RPC on its stdin/stdout. Every session/new starts one agent
+execution; prompts are posted to it, a cancel interrupts it, and what it does
+streams back as session/update notifications. Logs go to stderr only.
+
+serve: agents run on their own and operators attach to them: from an editor
+through `bridge`, or from a shell with ls, messages, send, cancel, cancel-tool,
+queue and end.
 """
 
 _STDIO_EPILOG = """\
@@ -150,7 +155,120 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="how long each demo tool takes, a positive number (default: %(default)s)",
     )
+    _add_serve(sub)
+    _add_verbs(sub)
     return parser
+
+
+_SERVE_EPILOG = """\
+examples:
+  agent-channel-acp serve --demo --count 3
+      three demo agents working a built-in task; then attach:
+      agent-channel-acp ls, agent-channel-acp send <id> "hello", or an editor
+      through agent-channel-acp bridge.
+  agent-channel-acp serve --agent mypkg.agents:factory --input "Fix the tests"
+
+The server listens on a unix socket (0600) in the per-user runtime directory
+($AGENT_CHANNEL_RUNTIME_DIR, else $XDG_RUNTIME_DIR/agent-channel, else
+<tmp>/agent-channel-<uid>, mode 0700) and writes its discovery record there.
+Ctrl-C or SIGTERM ends the executions and removes the record and the socket.
+"""
+
+
+def _add_serve(sub: Any) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="run agents on their own and let operators attach to them",
+        description="Run executions of an agent and serve them to attaching ACP clients.",
+        epilog=_SERVE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    which = serve.add_mutually_exclusive_group()
+    which.add_argument(
+        "--agent", metavar="MODULE:FACTORY", help="agent factory: factory(model) -> async body"
+    )
+    which.add_argument(
+        "--demo", action="store_true", help=f"the demo agent on a built-in task ({DEMO_TASK})"
+    )
+    serve.add_argument("--model", metavar="NAME", help="model name passed to the factory")
+    serve.add_argument("--input", metavar="TEXT", help="the task, posted to each execution first")
+    where = serve.add_mutually_exclusive_group()
+    where.add_argument(
+        "--socket", metavar="PATH", help="unix socket path (default: in the runtime dir)"
+    )
+    where.add_argument(
+        "--port",
+        type=_port,
+        metavar="N",
+        help="listen on TCP 127.0.0.1:N instead (0: any free port); clients need the token "
+        "from the discovery record",
+    )
+    serve.add_argument(
+        "--count", type=_positive_int, default=1, metavar="N", help="executions to run (default: 1)"
+    )
+    serve.add_argument(
+        "--replay",
+        type=_positive_int,
+        default=100,
+        metavar="N",
+        help="events replayed to a client that attaches (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--approve", action="store_true", help="ask an attached driver before every tool call"
+    )
+    serve.add_argument(
+        "--context-window", type=_positive_int, metavar="TOKENS", help="the model's context size"
+    )
+    serve.add_argument("--json", action="store_true", help="announce where it listens as JSON")
+    serve.add_argument(
+        "--log-level",
+        type=_log_level,
+        metavar="LEVEL",
+        help=f"stderr log level (default: ${LOG_ENV}, else WARNING)",
+    )
+
+
+def _add_verbs(sub: Any) -> None:
+    target_help = "execution id, a unique prefix of one, or omitted when only one is served"
+
+    def verb(name: str, help: str, target: str = "required") -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
+        if target == "required":
+            p.add_argument("target", metavar="TARGET", help=target_help.split(", or")[0])
+        elif target == "optional":
+            p.add_argument("target", metavar="TARGET", nargs="?", help=target_help)
+        if name != "bridge":
+            p.add_argument("--json", action="store_true", help="JSON output, for programs")
+        return p
+
+    verb("ls", "list the running servers and their executions", target="none")
+    messages = verb("messages", "print an execution's conversation", target="optional")
+    amount = messages.add_mutually_exclusive_group()
+    amount.add_argument(
+        "--tail", type=_positive_int, metavar="N", help="the last N messages (default: 20)"
+    )
+    amount.add_argument("--all", action="store_true", help="every message")
+    messages.add_argument("--full", action="store_true", help="messages raw, not summarised")
+    send = verb("send", "send a message to an execution (read at its next step)")
+    send.add_argument("text", metavar="TEXT", help="the message")
+    verb("cancel", "interrupt an execution's turn (as session/cancel does)")
+    tool = verb("cancel-tool", "cancel one running tool call; the turn goes on")
+    tool.add_argument("tool_call_id", metavar="TOOL_CALL_ID")
+    queue = verb("queue", "show the operator messages the agent has not read yet")
+    queue.add_argument("--withdraw", metavar="ID", help="withdraw this queued message instead")
+    end = verb("end", "end an execution (not an interrupt: its loop stops)")
+    end.add_argument("--reason", metavar="TEXT", help="why, shown to attached clients")
+    verb("bridge", "relay stdio to a running agent (launch this from Zed)", target="optional")
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number 0-65535, not {text!r}")
+    return value
 
 
 def load_factory(spec: str) -> Callable[..., Any]:
@@ -205,9 +323,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         os._exit(130)
 
 
+_VERBS = frozenset({"ls", "messages", "send", "cancel", "cancel-tool", "queue", "end", "bridge"})
+
+
 def _main(argv: Sequence[str] | None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in _VERBS:
+        sys.exit(_verb(args))
+    if args.command == "serve":
+        _serve(args)
     if args.command == "demo":
         _env_log_level()  # the agent it starts reads it: fail here, in one line
         _load_or_fail(DEMO, demo=True)
@@ -234,6 +359,71 @@ def _main(argv: Sequence[str] | None) -> None:
         factory, model=args.model, approve=args.approve, context_window=args.context_window
     )
     code = run_stdio(server)
+    stop_logging(0.5)
+    sys.stderr.flush()
+    os._exit(code)  # do not wait for worker threads of abandoned tools
+
+
+def _verb(args: argparse.Namespace) -> int:
+    """Run a shell verb (``_ctl``) or the bridge; the exit status."""
+    from . import _ctl as ctl
+
+    out = sys.stdout
+    as_json = getattr(args, "json", False)
+    target = getattr(args, "target", None)
+    if args.command == "bridge":
+        from ._bridge import bridge
+
+        return ctl.run_verb(lambda: bridge(target))
+    verbs: dict[str, Callable[[], Any]] = {
+        "ls": lambda: ctl.ls(out, as_json=as_json),
+        "messages": lambda: ctl.messages(
+            out, target, tail=args.tail, all_=args.all, full=args.full, as_json=as_json
+        ),
+        "send": lambda: ctl.send(out, args.target, args.text, as_json=as_json),
+        "cancel": lambda: ctl.cancel(out, args.target, as_json=as_json),
+        "cancel-tool": lambda: ctl.cancel_tool(
+            out, args.target, args.tool_call_id, as_json=as_json
+        ),
+        "queue": lambda: ctl.queue(out, args.target, withdraw=args.withdraw, as_json=as_json),
+        "end": lambda: ctl.end(out, args.target, reason=args.reason, as_json=as_json),
+    }
+    return ctl.run_verb(verbs[args.command])
+
+
+def _serve(args: argparse.Namespace) -> NoReturn:
+    if not (args.agent or args.demo):
+        fail(
+            "serve: one of --agent MODULE:FACTORY or --demo is required "
+            "(see agent-channel-acp serve --help)",
+            2,
+        )
+    level = args.log_level if args.log_level is not None else _env_log_level()
+    spec = DEMO_TASK if args.demo else args.agent
+    factory = _load_or_fail(spec, demo=args.demo)
+
+    from ._logging import start_logging
+
+    stop_logging = start_logging(level, sys.stderr)
+    from ._serve import ServeError, serve_command
+
+    try:
+        code = serve_command(
+            factory,
+            name=spec.rpartition(":")[2],
+            model=args.model,
+            task=args.input,
+            socket_path=args.socket,
+            port=args.port,
+            count=args.count,
+            replay=args.replay,
+            approve=args.approve,
+            context_window=args.context_window,
+            as_json=args.json,
+        )
+    except ServeError as e:
+        stop_logging(0.5)
+        fail(f"serve: {e}")
     stop_logging(0.5)
     sys.stderr.flush()
     os._exit(code)  # do not wait for worker threads of abandoned tools

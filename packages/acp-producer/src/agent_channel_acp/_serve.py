@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from ._discovery import Publication, Record, runtime_dir, sweep
-from ._listen import Listener, listen_tcp, listen_unix
+from ._discovery import Publication, Record, RuntimeDirError, runtime_dir, sweep
+from ._listen import Listener, ListenError, listen_tcp, listen_unix
+
+log = logging.getLogger("agent_channel_acp")
 
 REFRESH = 0.5
 """Seconds between checks of the executions for the discovery record."""
@@ -98,3 +102,93 @@ async def host(
 
 async def _run(start: Callable[[], Awaitable[None]]) -> None:
     await start()
+
+
+class ServeError(RuntimeError):
+    """``serve`` cannot start; the message is the one line to print."""
+
+
+def _with_task(body: Callable[[], Awaitable[Any]], task: str) -> Callable[[], Awaitable[Any]]:
+    """``body`` with ``task`` posted to its own channel first (the agent reads it at once)."""
+
+    async def run() -> Any:
+        from agent_channel import UserMessage, agent_channel
+
+        agent_channel().ref().post(UserMessage(task, source="task"))
+        return await body()
+
+    return run
+
+
+def _title(name: str, task: str | None, i: int, count: int) -> str:
+    title = name
+    if task:
+        short = " ".join(task.split())
+        title += f": {short[:57]}..." if len(short) > 60 else f": {short}"
+    return f"{title} #{i + 1}" if count > 1 else title
+
+
+def _announcer(count: int, as_json: bool) -> Callable[[Record], None]:
+    def announce(record: Record) -> None:
+        if as_json:
+            listen = {k: v for k, v in record.transport.items() if k != "token"}
+            data = {"pid": record.pid, "listen": listen, "record": str(record.path)}
+            print(json.dumps(data), flush=True)
+            return
+        what = f"{count} execution{'s' if count != 1 else ''}"
+        print(
+            f"agent-channel-acp: serving {what} on {record.where()} (pid {record.pid}); "
+            "attach with `agent-channel-acp ls`, `send`, or `bridge` from an editor",
+            flush=True,
+        )
+
+    return announce
+
+
+def serve_command(
+    factory: Callable[..., Any],
+    *,
+    name: str,
+    model: str | None,
+    task: str | None,
+    socket_path: str | None,
+    port: int | None,
+    count: int,
+    replay: int,
+    approve: bool,
+    context_window: int | None,
+    as_json: bool,
+) -> int:
+    """``agent-channel-acp serve``: run ``count`` executions until SIGINT/SIGTERM; exit status."""
+    from ._attach import AttachServer
+
+    bodies: list[Callable[[], Awaitable[Any]]] = []
+    for _ in range(count):
+        try:
+            body = factory(model)
+        except Exception as e:
+            raise ServeError(f"the agent factory failed: {type(e).__name__}: {e}") from None
+        bodies.append(_with_task(body, task) if task else body)
+
+    async def main() -> None:
+        server = AttachServer(replay=replay, approve=approve, context_window=context_window)
+
+        async def start() -> None:
+            runs = (server.run(b, title=_title(name, task, i, count)) for i, b in enumerate(bodies))
+            for result in await asyncio.gather(*runs, return_exceptions=True):
+                if isinstance(result, Exception):
+                    log.error("an execution failed: %r", result)
+
+        await host(
+            server,
+            socket_path=Path(socket_path) if socket_path else None,
+            port=port,
+            start=start,
+            announce=_announcer(count, as_json),
+        )
+
+    try:
+        asyncio.run(main())
+    except (RuntimeDirError, ListenError) as e:
+        raise ServeError(str(e)) from None
+    return 0

@@ -1,0 +1,392 @@
+"""The shell verbs (A26): thin ACP clients of a running ``serve`` process.
+
+Each verb finds the live servers in the discovery directory, connects to
+them with the SDK's client side (no second protocol), asks, prints, and
+leaves. TARGET is an execution id, a unique prefix of one, or nothing when
+exactly one execution is served. Output is one readable line (or a short
+block) by default and JSON with ``--json``; a failure is a :class:`CtlError`
+that the CLI prints as one line with a non-zero exit.
+
+The verbs' client never answers a permission request (A20): it waits until it
+leaves, and the server then asks the next driver, so a passing ``send`` cannot
+reject a tool call nobody looked at.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TextIO, cast
+
+from acp import RequestError, text_block
+from acp.client.connection import ClientSideConnection
+
+from ._discovery import Record, RuntimeDirError, live_records, runtime_dir
+from ._listen import TOKEN_KEY
+
+ASK_SECONDS = 10.0
+"""How long one request to a server may take before the verb gives up on it."""
+
+EXT = "agent_channel/"
+"""Our extension methods (the SDK adds the leading underscore)."""
+
+
+class CtlError(Exception):
+    """A verb failed; the message is the one line to print."""
+
+
+class _Quiet:
+    """The verbs' ACP client: ignores the stream, never answers a permission request."""
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        return None
+
+    async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.Event().wait()  # until we leave: the server asks another driver
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(f"_{method}")
+
+
+@dataclass
+class Server:
+    """A connected, initialized server and what it serves."""
+
+    record: Record
+    conn: ClientSideConnection
+    executions: list[dict[str, Any]]
+
+    async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return await _ask(self.conn.ext_method(EXT + method, params))
+
+
+async def _ask(call: Any) -> Any:
+    try:
+        async with asyncio.timeout(ASK_SECONDS):
+            return await call
+    except TimeoutError:
+        raise CtlError(f"the server did not answer within {ASK_SECONDS:g} s") from None
+    except RequestError as e:
+        raise CtlError(describe_error(e)) from None
+    except ConnectionError:
+        raise CtlError("the server closed the connection") from None
+
+
+def describe_error(e: RequestError) -> str:
+    data: Any = e.data
+    reason = data.get("reason") or data.get("details") if isinstance(data, dict) else None
+    return f"{e} ({reason})" if reason else f"{e} (code {e.code})"
+
+
+async def open_stream(record: Record) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A byte stream to the server ``record`` names."""
+    t = record.transport
+    try:
+        async with asyncio.timeout(ASK_SECONDS):
+            if t["kind"] == "unix":
+                return await asyncio.open_unix_connection(t["path"], limit=1 << 24)
+            return await asyncio.open_connection(t["host"], t["port"], limit=1 << 24)
+    except (OSError, TimeoutError) as e:
+        raise CtlError(f"cannot connect to the server at {record.where()}: {e}") from None
+
+
+def initialize_meta(record: Record) -> dict[str, Any]:
+    """The ``initialize`` ``_meta`` a client sends: the token on TCP (see ``_listen``)."""
+    token = record.transport.get("token")
+    return {TOKEN_KEY: token} if token else {}
+
+
+@asynccontextmanager
+async def connected(record: Record) -> AsyncIterator[Server]:
+    reader, writer = await open_stream(record)
+    conn = ClientSideConnection(_Quiet(), writer, reader)  # pyright: ignore[reportArgumentType]
+    try:
+        await _ask(conn.initialize(protocol_version=1, **initialize_meta(record)))
+        listed = await _ask(conn.ext_method(EXT + "list", {}))
+        yield Server(record, conn, executions_of(listed))
+    finally:
+        await conn.close()
+        writer.close()
+
+
+def executions_of(listed: dict[str, Any]) -> list[dict[str, Any]]:
+    found = listed.get("executions")
+    return [e for e in found if isinstance(e, dict)] if isinstance(found, list) else []  # pyright: ignore[reportUnknownVariableType]
+
+
+def field(execution: dict[str, Any], *names: str, default: Any = None) -> Any:
+    """The first of ``names`` the execution carries (camelCase on the wire)."""
+    for name in names:
+        if name in execution:
+            return execution[name]
+    return default
+
+
+def exec_id(execution: dict[str, Any]) -> str:
+    return str(field(execution, "sessionId", "id", default=""))
+
+
+@asynccontextmanager
+async def servers() -> AsyncIterator[list[Server]]:
+    """Every live server, connected; one that cannot be reached is skipped (and said)."""
+    records = live_records(runtime_dir(create=False))
+    if not records:
+        raise CtlError(f"no agent-channel server is running (none in {runtime_dir(create=False)})")
+    async with AsyncExitStack() as stack:
+        found: list[Server] = []
+        problems: list[str] = []
+        for record in records:
+            try:
+                found.append(await stack.enter_async_context(connected(record)))
+            except CtlError as e:
+                problems.append(f"pid {record.pid}: {e}")
+        if not found:
+            raise CtlError("; ".join(problems))
+        for problem in problems:
+            sys.stderr.write(f"agent-channel-acp: skipping a server: {problem}\n")
+        yield found
+
+
+def resolve(found: list[Server], target: str | None) -> tuple[Server, dict[str, Any]]:
+    """The execution ``target`` names: an id, a unique prefix, or the only one."""
+    every = [(s, e) for s in found for e in s.executions]
+    if target is None:
+        if len(every) == 1:
+            return every[0]
+        if not every:
+            raise CtlError("no executions are being served")
+        raise CtlError(f"{len(every)} executions are served: name one (see agent-channel-acp ls)")
+    exact = [(s, e) for s, e in every if exec_id(e) == target]
+    if exact:
+        return exact[0]
+    matches = [(s, e) for s, e in every if exec_id(e).startswith(target)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise CtlError(f"no execution matches {target!r} (see agent-channel-acp ls)")
+    ids = ", ".join(exec_id(e) for _, e in matches)
+    raise CtlError(f"{target!r} matches {len(matches)} executions ({ids}): give more of the id")
+
+
+# -- the verbs ---------------------------------------------------------------------------
+
+Out = TextIO
+
+
+def emit(out: Out, as_json: bool, data: Any, line: str | Callable[[], str]) -> None:
+    if as_json:
+        out.write(json.dumps(data) + "\n")
+    else:
+        out.write((line if isinstance(line, str) else line()) + "\n")
+    out.flush()
+
+
+def _describe_execution(e: dict[str, Any]) -> str:
+    parts = [
+        exec_id(e),
+        str(field(e, "status", default="?")),
+        f"turn {field(e, 'turnState', 'turn_state', default='?')}",
+        f"{field(e, 'messageCount', 'message_count', default='?')} messages",
+        f"{field(e, 'clients', default=0)} clients",
+    ]
+    if field(e, "pendingApproval", "pending_approval"):
+        parts.append("approval pending")
+    if field(e, "drivable", default=True) is False:
+        parts.append("observe-only")
+    return "  ".join(parts) + f"  {field(e, 'title', default='')}".rstrip()
+
+
+async def ls(out: Out, *, as_json: bool) -> int:
+    records = live_records(runtime_dir(create=False))
+    listing: list[dict[str, Any]] = []
+    lines: list[str] = []
+    for record in records:
+        entry: dict[str, Any] = {
+            "pid": record.pid,
+            "where": record.where(),
+            "transport": record.transport["kind"],
+            "startedAt": record.started_at,
+        }
+        try:
+            async with connected(record) as server:
+                entry["executions"] = server.executions
+        except CtlError as e:
+            entry["error"] = str(e)
+        listing.append(entry)
+        started = time.strftime("%H:%M:%S", time.localtime(record.started_at))
+        head = f"pid {record.pid}  {record.where()}  since {started}"
+        if "error" in entry:
+            lines.append(f"{head}  not answering: {entry['error']}")
+            continue
+        lines.append(f"{head}  {len(entry['executions'])} executions")
+        lines += ["  " + _describe_execution(e) for e in entry["executions"]]
+    if not records:
+        lines.append("no agent-channel server is running")
+    emit(out, as_json, {"servers": listing}, "\n".join(lines))
+    return 0
+
+
+def _call_name(call: Any) -> str:
+    if isinstance(call, dict):
+        c = cast("dict[str, Any]", call)
+        return str(c.get("function") or c.get("name"))
+    return str(call)
+
+
+def _summary_line(i: int, m: dict[str, Any]) -> str:
+    role = str(m.get("role", "?"))
+    text = str(m.get("text") or m.get("content") or "").replace("\n", " ")
+    calls = m.get("toolCalls") or m.get("tool_calls")
+    names = [_call_name(c) for c in cast("list[Any]", calls)] if isinstance(calls, list) else []
+    tail = f"  [tools: {', '.join(names)}]" if names else ""
+    return f"{i:>4}  {role:<9} {text}{tail}"
+
+
+async def messages(
+    out: Out, target: str | None, *, tail: int | None, all_: bool, full: bool, as_json: bool
+) -> int:
+    async with servers() as found:
+        server, execution = resolve(found, target)
+        params: dict[str, Any] = {"sessionId": exec_id(execution)}
+        if all_:
+            params["all"] = True
+        elif tail is not None:
+            params["tail"] = tail
+        if full:
+            params["full"] = True
+        envelope = await server.ask("messages", params)
+
+    def readable() -> str:
+        msgs = envelope.get("messages")
+        items: list[Any] = msgs if isinstance(msgs, list) else []  # pyright: ignore[reportUnknownVariableType]
+        count = envelope.get("count", len(items))
+        head = f"{exec_id(execution)}  {envelope.get('status', '?')}  {count} messages"
+        first = max(0, int(count) - len(items)) if isinstance(count, int) else 0
+        body = [
+            json.dumps(m) if full else _summary_line(first + i + 1, m)
+            for i, m in enumerate(items)
+            if isinstance(m, dict)
+        ]
+        return "\n".join([head, *body])
+
+    emit(out, as_json, envelope, readable)
+    return 0
+
+
+@asynccontextmanager
+async def bound(target: str) -> AsyncIterator[tuple[Server, str]]:
+    """A connection bound (``session/load``) to ``target``'s execution."""
+    async with servers() as found:
+        server, execution = resolve(found, target)
+        session_id = exec_id(execution)
+        await _ask(server.conn.load_session(cwd=os.getcwd(), session_id=session_id, mcp_servers=[]))
+        yield server, session_id
+
+
+async def send(out: Out, target: str, text: str, *, as_json: bool) -> int:
+    if not text.strip():
+        raise CtlError("send: the message is empty")
+    async with bound(target) as (server, session_id):
+        response = await _ask(server.conn.prompt(session_id=session_id, prompt=[text_block(text)]))
+    data = {"sessionId": session_id, "stopReason": response.stop_reason}
+    meta = response.field_meta
+    if meta:
+        data["_meta"] = meta
+    emit(out, as_json, data, f"sent to {session_id}")
+    return 0
+
+
+async def cancel(out: Out, target: str, *, as_json: bool) -> int:
+    async with bound(target) as (server, session_id):
+        await server.conn.cancel(session_id=session_id)
+        # Requests are started in wire order: an answer after the cancel means it was handled.
+        await server.ask("list", {})
+    emit(out, as_json, {"sessionId": session_id}, f"cancelled the turn of {session_id}")
+    return 0
+
+
+async def cancel_tool(out: Out, target: str, tool_call_id: str, *, as_json: bool) -> int:
+    async with servers() as found:
+        server, execution = resolve(found, target)
+        session_id = exec_id(execution)
+        answer = await server.ask(
+            "cancel_tool_call", {"sessionId": session_id, "toolCallId": tool_call_id}
+        )
+    done = bool(answer.get("cancelled"))
+    data = {"sessionId": session_id, "toolCallId": tool_call_id, "cancelled": done}
+    if not done:
+        if as_json:
+            emit(out, True, data, "")
+        raise CtlError(
+            f"tool call {tool_call_id!r} was not cancelled: unknown, already finished, "
+            f"or its execution is gone"
+        )
+    emit(out, as_json, data, f"cancelled tool call {tool_call_id} of {session_id}")
+    return 0
+
+
+async def queue(out: Out, target: str, *, withdraw: str | None, as_json: bool) -> int:
+    async with servers() as found:
+        server, execution = resolve(found, target)
+        session_id = exec_id(execution)
+        if withdraw is not None:
+            answer = await server.ask("withdraw", {"sessionId": session_id, "messageId": withdraw})
+            done = bool(answer.get("withdrawn"))
+            data = {"sessionId": session_id, "messageId": withdraw, "withdrawn": done}
+            if not done:
+                if as_json:
+                    emit(out, True, data, "")
+                raise CtlError(
+                    f"message {withdraw!r} was not withdrawn: unknown, or already read by the agent"
+                )
+            emit(out, as_json, data, f"withdrew message {withdraw} from {session_id}")
+            return 0
+        answer = await server.ask("queue", {"sessionId": session_id})
+
+    def readable() -> str:
+        entries = answer.get("messages", answer.get("queue"))
+        items: list[Any] = entries if isinstance(entries, list) else []  # pyright: ignore[reportUnknownVariableType]
+        if not items:
+            return f"{session_id}: nothing queued"
+        rows = [f"{session_id}: {len(items)} queued"]
+        for q in items:
+            if isinstance(q, dict):
+                text = str(q.get("text", "")).replace("\n", " ")  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+                who = q.get("client") or q.get("clientId") or ""  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+                rows.append(f"  {q.get('id', '?')}  {who}  {text}")  # pyright: ignore[reportUnknownMemberType]
+        return "\n".join(rows)
+
+    emit(out, as_json, {"sessionId": session_id, **answer}, readable)
+    return 0
+
+
+async def end(out: Out, target: str, *, reason: str | None, as_json: bool) -> int:
+    async with servers() as found:
+        server, execution = resolve(found, target)
+        session_id = exec_id(execution)
+        params: dict[str, Any] = {"sessionId": session_id}
+        if reason:
+            params["reason"] = reason
+        await server.ask("end", params)
+    emit(out, as_json, {"sessionId": session_id}, f"ended {session_id}")
+    return 0
+
+
+def run_verb(verb: Callable[[], Any]) -> int:
+    """Run one verb; a failure is one line on stderr and exit status 1."""
+    try:
+        return asyncio.run(verb())
+    except (CtlError, RuntimeDirError) as e:
+        sys.stderr.write(f"agent-channel-acp: {e}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 130
