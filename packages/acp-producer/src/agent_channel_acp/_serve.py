@@ -26,7 +26,10 @@ from ._listen import Listener, ListenError, listen_tcp, listen_unix
 log = logging.getLogger("agent_channel_acp")
 
 REFRESH = 0.5
-"""Seconds between checks of the executions for the discovery record."""
+"""Least seconds between two rewrites of the discovery record (changes in between coalesce)."""
+
+POLL = 5.0
+"""Seconds between looks at the executions when the server reports no change."""
 
 RECORD_KEYS = ("id", "title", "status")
 """What the record keeps of each execution (clients ask the server for the rest)."""
@@ -74,30 +77,44 @@ async def host(
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    running: asyncio.Task[None] | None = None
+    changed = asyncio.Event()
+    watches = hasattr(server, "on_change")
+    if watches:  # the attach server says when its executions change (from any thread)
+        server.on_change = lambda: loop.call_soon_threadsafe(changed.set)  # pyright: ignore[reportAttributeAccessIssue]
+    tasks: list[asyncio.Task[None]] = []
     try:
         publication.write(record_executions(server))
         if announce is not None:
             announce(publication.record)
+        tasks.append(loop.create_task(_refresh(server, publication, changed)))
         if start is not None:
-            running = loop.create_task(_run(start))
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(REFRESH):
-                    await stop.wait()
-            publication.write(record_executions(server))
+            tasks.append(loop.create_task(_run(start)))
+        await stop.wait()
     finally:
+        if watches:
+            server.on_change = None  # pyright: ignore[reportAttributeAccessIssue]
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         try:
             await listener.close(connections=False)
             await server.aclose()  # executions end; their clients are told
-            if running is not None:
-                running.cancel()
-                await asyncio.gather(running, return_exceptions=True)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             await listener.close()
         finally:
             publication.remove()
+
+
+async def _refresh(server: Served, publication: Publication, changed: asyncio.Event) -> None:
+    """Keep the record's executions current: on each change, at most every :data:`REFRESH` s."""
+    while True:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(POLL):
+                await changed.wait()
+        changed.clear()
+        publication.write(record_executions(server))
+        await asyncio.sleep(REFRESH)
 
 
 async def _run(start: Callable[[], Awaitable[None]]) -> None:

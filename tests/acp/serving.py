@@ -1,0 +1,142 @@
+"""Helpers for the attach suite's black-box tests: ``agent-channel-acp serve`` as a subprocess
+and the shell verbs run as subprocesses, all on one runtime directory.
+
+Waiting is polling an observable condition (a verb's answer) under the suite's hang guard;
+nothing here asserts a duration.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conftest import GUARD, HERE, agent_env
+
+POLL = 0.05
+"""Seconds between two looks at a condition being waited for."""
+
+
+@dataclass
+class Serving:
+    proc: subprocess.Popen[str]
+    announced: dict[str, Any]
+    rt: Path
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return json.loads(Path(self.announced["record"]).read_text())
+
+    def ids(self, count: int = 1) -> list[str]:
+        """The execution ids, once ``count`` of them are listed."""
+        found: list[str] = []
+
+        def listed() -> bool:
+            nonlocal found
+            found = [e["id"] for e in executions(self.rt)]
+            return len(found) >= count
+
+        wait_for(listed, f"{count} executions listed")
+        return found
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        self.proc.send_signal(sig)
+        return self.proc.wait(GUARD)
+
+
+def env(rt: Path, **extra: str) -> dict[str, str]:
+    return agent_env(AGENT_CHANNEL_RUNTIME_DIR=str(rt), **extra)
+
+
+@contextmanager
+def serving(rt: Path, *args: str) -> Iterator[Serving]:
+    """``agent-channel-acp serve --json ARGS`` until the block ends (then SIGTERM)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_channel_acp", "serve", "--json", *args],
+        env=env(rt),
+        stdout=subprocess.PIPE,
+        stderr=None,
+        text=True,
+        cwd=HERE,
+    )
+    try:
+        line = first_line(proc)
+        assert line, f"serve did not start (exit status {proc.poll()})"
+        yield Serving(proc, json.loads(line), rt)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(GUARD)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(GUARD)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def first_line(proc: subprocess.Popen[str]) -> str:
+    """The process's first stdout line, read by a thread under the hang guard."""
+    stdout = proc.stdout
+    assert stdout is not None
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.append(stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(GUARD)
+    return out[0] if out else ""
+
+
+def ctl(rt: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run one verb: ``agent-channel-acp ARGS``."""
+    return subprocess.run(
+        [sys.executable, "-m", "agent_channel_acp", *args],
+        env=env(rt),
+        capture_output=True,
+        text=True,
+        cwd=HERE,
+        timeout=GUARD,
+    )
+
+
+def ctl_json(rt: Path, *args: str) -> Any:
+    run = ctl(rt, *args, "--json")
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def executions(rt: Path) -> list[dict[str, Any]]:
+    return [e for s in ctl_json(rt, "ls")["servers"] for e in s.get("executions", [])]
+
+
+def execution(rt: Path, execution_id: str) -> dict[str, Any]:
+    return next(e for e in executions(rt) if e["id"] == execution_id)
+
+
+def messages(rt: Path, target: str, *extra: str) -> list[dict[str, Any]]:
+    return ctl_json(rt, "messages", target, *extra)["messages"]
+
+
+def wait_for(predicate: Callable[[], object], what: str) -> None:
+    """Poll ``predicate`` until it holds; the guard only catches hangs."""
+    deadline = time.monotonic() + GUARD * 3
+    while not predicate():
+        assert time.monotonic() < deadline, f"gave up waiting for: {what}"
+        time.sleep(POLL)
+
+
+def one_line_failure(run: subprocess.CompletedProcess[str], *needles: str) -> None:
+    """A verb failed as promised: non-zero, one line on stderr, no traceback."""
+    assert run.returncode != 0, run.stdout
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1, run.stderr
+    assert "Traceback" not in run.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]

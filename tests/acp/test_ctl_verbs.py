@@ -1,0 +1,188 @@
+"""The shell verbs (A26, with A19, A22-A25 on the wire): ``agent-channel-acp ls | messages |
+send | cancel | cancel-tool | queue | end`` run as subprocesses against ``serve`` (also a
+subprocess), found through the discovery record. The suite's react agent works ``--input``
+on its own: ``block ...`` makes it call a tool that blocks until cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip(
+    "agent_channel_acp._attach", reason="the attach server (branch acp-hub) has not landed"
+)
+
+from acp.client.connection import ClientSideConnection
+from conftest import GUARD, HERE, Recorder
+from serving import (
+    ctl,
+    ctl_json,
+    execution,
+    messages,
+    one_line_failure,
+    serving,
+    wait_for,
+)
+
+AGENT = ("--agent", "agents:react_agent")
+
+
+@pytest.fixture
+def rt(tmp_path: Path) -> Path:
+    return tmp_path / "rt"
+
+
+def tool_call_ids(rt: Path, target: str) -> list[str]:
+    """Ids of the tool calls the agent has made so far (raw messages)."""
+    return [
+        c["id"] for m in messages(rt, target, "--all", "--full") for c in m.get("tool_calls") or []
+    ]
+
+
+def test_a26_ls_lists_every_server_and_execution(rt: Path) -> None:
+    run = ctl(rt, "ls")
+    assert run.returncode == 0 and "no agent-channel server is running" in run.stdout
+    with serving(rt, *AGENT, "--count", "3") as served:
+        ids = served.ids(3)
+        listing = ctl_json(rt, "ls")
+        (server,) = listing["servers"]
+        assert server["pid"] == served.proc.pid
+        assert server["where"] == served.record["transport"]["path"]
+        assert sorted(e["id"] for e in server["executions"]) == sorted(ids)
+        for e in server["executions"]:
+            assert {"title", "status", "turnState", "messageCount", "clients"} <= e.keys()
+        text = ctl(rt, "ls").stdout
+        assert all(i in text for i in ids) and f"pid {served.proc.pid}" in text
+
+
+@pytest.mark.anyio
+async def test_a26_send_reaches_the_agent_and_is_echoed_to_other_clients(rt: Path) -> None:
+    with serving(rt, *AGENT) as served:
+        (target,) = await asyncio.to_thread(served.ids)
+        rec = Recorder()
+        reader, writer = await asyncio.open_unix_connection(
+            served.record["transport"]["path"], limit=1 << 24
+        )
+        conn = ClientSideConnection(rec, writer, reader)  # pyright: ignore[reportArgumentType]
+        try:
+            with anyio.fail_after(GUARD):
+                await conn.initialize(protocol_version=1)
+                await conn.load_session(cwd=str(HERE), session_id=target, mcp_servers=[])
+            run = await asyncio.to_thread(ctl, rt, "send", target[:6], "hello from a shell")
+            assert run.returncode == 0, run.stderr
+            assert run.stdout.strip() == f"sent to {target}"
+
+            def said(kind: str, text: str) -> bool:  # chunks of one kind, joined
+                return text in "".join(
+                    u.get("content", {}).get("text", "")
+                    for u in rec.updates[target]
+                    if u["sessionUpdate"] == kind
+                )
+
+            await rec.wait_until(lambda: said("user_message_chunk", "hello from a shell"))
+            await rec.wait_until(lambda: said("agent_message_chunk", "echo: hello from a shell"))
+        finally:
+            await conn.close()
+            writer.close()
+        texts = [m["text"] for m in await asyncio.to_thread(messages, rt, target)]
+        assert "hello from a shell" in texts and "echo: hello from a shell" in texts
+
+
+def test_a26_messages_reads_the_conversation_with_tail_all_and_full(rt: Path) -> None:
+    with serving(rt, *AGENT, "--input", "quick one") as served:
+        (target,) = served.ids()
+        wait_for(lambda: execution(rt, target)["status"] == "waiting for operator", "idle")
+        envelope = ctl_json(rt, "messages")  # the only execution: no TARGET needed
+        assert envelope["sessionId"] == target
+        assert {"as_of", "status", "count", "messages"} <= envelope.keys()
+        roles = [m["role"] for m in envelope["messages"]]
+        assert roles[:2] == ["system", "user"] and "tool" in roles
+        assert envelope["count"] == len(roles)
+        (last,) = messages(rt, target, "--tail", "1")
+        assert last["role"] == "assistant" and last["text"] == "the tool is done"
+        full = messages(rt, target, "--all", "--full")
+        assert len(full) == envelope["count"] and full[1]["content"] == "quick one"
+        readable = ctl(rt, "messages", target[:8]).stdout
+        assert readable.splitlines()[0].startswith(f"{target}  waiting for operator")
+        assert "[tools: quick]" in readable
+        run = ctl(rt, "messages", "--all", "--tail", "2")
+        assert run.returncode == 2 and "not allowed with" in run.stderr
+
+
+def test_a26_cancel_tool_stops_one_call_and_the_turn_goes_on(rt: Path) -> None:
+    with serving(rt, *AGENT, "--input", "block it") as served:
+        (target,) = served.ids()
+        wait_for(lambda: tool_call_ids(rt, target), "the blocking tool call")
+        (call_id,) = tool_call_ids(rt, target)
+        run = ctl(rt, "cancel-tool", target[:5], call_id)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.strip() == f"cancelled tool call {call_id} of {target}"
+        wait_for(
+            lambda: messages(rt, target, "--tail", "1")[0]["text"] == "the tool is done",
+            "the turn going on",
+        )
+        assert execution(rt, target)["turnState"] != "cancelled"
+        again = ctl(rt, "cancel-tool", target, call_id, "--json")
+        assert again.returncode == 1
+        assert json.loads(again.stdout)["cancelled"] is False
+        assert "was not cancelled" in again.stderr
+
+
+def test_a26_cancel_interrupts_the_turn(rt: Path) -> None:
+    with serving(rt, *AGENT, "--input", "block it") as served:
+        (target,) = served.ids()
+        wait_for(lambda: tool_call_ids(rt, target), "the blocking tool call")
+        run = ctl(rt, "cancel", target)
+        assert run.returncode == 0, run.stderr
+        wait_for(lambda: execution(rt, target)["turnState"] == "cancelled", "turn cancelled")
+        assert execution(rt, target)["status"] != "finished"  # an interrupt, not the end
+
+
+def test_a26_queue_shows_unread_messages_and_withdraw_takes_one_back(rt: Path) -> None:
+    with serving(rt, *AGENT, "--input", "block it") as served:
+        (target,) = served.ids()
+        wait_for(lambda: tool_call_ids(rt, target), "the blocking tool call")
+        assert ctl(rt, "send", target, "first later").returncode == 0
+        assert ctl(rt, "send", target, "second later").returncode == 0
+        queued: list[dict[str, Any]] = ctl_json(rt, "queue", target)["messages"]
+        assert [q["text"] for q in queued] == ["first later", "second later"]
+        assert "first later" in ctl(rt, "queue", target).stdout
+        run = ctl(rt, "queue", target, "--withdraw", queued[0]["id"])
+        assert run.returncode == 0, run.stderr
+        left = ctl_json(rt, "queue", target)["messages"]
+        assert [q["text"] for q in left] == ["second later"]
+        again = ctl(rt, "queue", target, "--withdraw", queued[0]["id"])
+        one_line_failure(again, "was not withdrawn")
+
+
+def test_a26_end_finishes_the_execution_and_it_can_still_be_read(rt: Path) -> None:
+    with serving(rt, *AGENT, "--input", "block it", "--count", "2") as served:
+        first, second = served.ids(2)
+        wait_for(lambda: tool_call_ids(rt, first), "the blocking tool call")
+        run = ctl(rt, "end", first, "--reason", "done here")
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.strip() == f"ended {first}"
+        wait_for(lambda: execution(rt, first)["status"] == "finished", "finished")
+        assert execution(rt, second)["status"] != "finished"  # only that one
+        assert messages(rt, first, "--all")  # still readable
+        one_line_failure(ctl(rt, "send", first, "too late"), "attachable")
+
+
+def test_a26_failures_are_one_line_with_a_non_zero_exit(rt: Path) -> None:
+    one_line_failure(ctl(rt, "send", "abc", "hi"), "no agent-channel server is running")
+    with serving(rt, *AGENT, "--count", "2") as served:
+        a, b = served.ids(2)
+        one_line_failure(ctl(rt, "messages"), "2 executions are served")
+        one_line_failure(ctl(rt, "send", "zzz-no-such", "hi"), "no execution matches")
+        one_line_failure(ctl(rt, "cancel-tool", a, "no-such-call"), "was not cancelled")
+        assert a != b
+        one_line_failure(ctl(rt, "queue", ""), "matches 2 executions")  # "" prefixes both
+        one_line_failure(ctl(rt, "send", a, "   "), "empty")
+        usage = ctl(rt, "cancel-tool", a)
+        assert usage.returncode == 2 and len(usage.stderr.strip().splitlines()) == 1
