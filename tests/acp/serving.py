@@ -57,11 +57,11 @@ def env(rt: Path, **extra: str) -> dict[str, str]:
 
 
 @contextmanager
-def serving(rt: Path, *args: str) -> Iterator[Serving]:
+def serving(rt: Path, *args: str, **extra_env: str) -> Iterator[Serving]:
     """``agent-channel-acp serve --json ARGS`` until the block ends (then SIGTERM)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "agent_channel_acp", "serve", "--json", *args],
-        env=env(rt),
+        env=env(rt, **extra_env),
         stdout=subprocess.PIPE,
         stderr=None,
         text=True,

@@ -404,7 +404,8 @@ def _serve(args: argparse.Namespace) -> NoReturn:
 
     from ._logging import start_logging
 
-    stop_logging = start_logging(level, sys.stderr)
+    stderr = sys.stderr
+    stop_logging = start_logging(level, stderr)  # sys.stderr is the log's queue from here
     from ._serve import ServeError, serve_command
 
     try:
@@ -423,6 +424,7 @@ def _serve(args: argparse.Namespace) -> NoReturn:
         )
     except ServeError as e:
         stop_logging(0.5)
+        sys.stderr = stderr
         fail(f"serve: {e}")
     stop_logging(0.5)
     sys.stderr.flush()
