@@ -305,3 +305,42 @@ async def test_a2_tcp_listens_on_loopback_and_wants_the_token_in_initialize(rt: 
 
         await initialized(transport, **{TOKEN_KEY: token})
         assert proc.poll() is None
+
+
+async def test_a1_a_listener_serves_at_most_its_stated_number_of_connections(
+    tmp_path: Path,
+) -> None:
+    """In-process, with an echo handler: the bound is the listener's, whatever it serves."""
+    from agent_channel_acp._listen import MAX_CONNECTIONS, listen_unix
+
+    assert MAX_CONNECTIONS == 256  # the number the README states
+
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while line := await reader.readline():
+            writer.write(line)
+            await writer.drain()
+
+    listener = await listen_unix(echo, tmp_path / "s.sock", max_connections=2)
+    path = str(tmp_path / "s.sock")
+    try:
+        with anyio.fail_after(GUARD):
+            served = [await asyncio.open_unix_connection(path) for _ in range(2)]
+            for reader, writer in served:
+                writer.write(b"ping\n")
+                assert await reader.readline() == b"ping\n"
+            reader, writer = await asyncio.open_unix_connection(path)  # one too many
+            frame = json.loads(await reader.readline())
+            assert frame["error"]["code"] == -32603
+            assert "at once" in frame["error"]["data"]["reason"]
+            assert await reader.read() == b""
+            writer.close()
+            served[0][1].close()  # a slot frees up
+            while listener.connections > 1:  # noqa: ASYNC110 (polling the observable count)
+                await asyncio.sleep(0.01)
+            reader, writer = await asyncio.open_unix_connection(path)
+            writer.write(b"again\n")
+            assert await reader.readline() == b"again\n"
+            writer.close()
+            served[1][1].close()
+    finally:
+        await listener.close()
