@@ -31,6 +31,7 @@ import pytest
 from acp import RequestError
 from acp.client.connection import ClientSideConnection
 from conftest import GUARD, HERE, Recorder, agent_env
+from serving import first_line
 
 pytestmark = pytest.mark.anyio
 
@@ -69,7 +70,7 @@ def stub(rt: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], dict[str
     )
     try:
         assert proc.stdout is not None
-        line = _readline(proc)
+        line = first_line(proc)
         assert line, f"the server did not start: {proc.stderr.read() if proc.stderr else ''}"
         yield proc, json.loads(line)
     finally:
@@ -79,19 +80,6 @@ def stub(rt: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], dict[str
         for f in (proc.stdout, proc.stderr):
             if f is not None:
                 f.close()
-
-
-def _readline(proc: subprocess.Popen[str]) -> str:
-    """The first stdout line, under the hang guard (a thread reads; the guard is never a timing)."""
-    import threading
-
-    out: list[str] = []
-    stdout = proc.stdout
-    assert stdout is not None
-    reader = threading.Thread(target=lambda: out.append(stdout.readline()))
-    reader.start()
-    reader.join(GUARD)
-    return out[0] if out else ""
 
 
 def fails(rt: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -111,32 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_STDIO_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    # Not required=True: argparse would report a missing --agent before an unknown flag.
-    which = stdio.add_mutually_exclusive_group()
-    which.add_argument(
-        "--agent",
-        metavar="MODULE:FACTORY",
-        help="agent factory by dotted path: factory(model) -> async body (required, or --demo)",
-    )
-    which.add_argument("--demo", action="store_true", help=f"serve the demo agent ({DEMO})")
-    stdio.add_argument("--model", metavar="NAME", help="model name passed to the factory")
-    stdio.add_argument(
-        "--approve",
-        action="store_true",
-        help="ask the client (session/request_permission) before every tool call",
-    )
-    stdio.add_argument(
-        "--context-window",
-        type=_positive_int,
-        metavar="TOKENS",
-        help="the model's context size; enables usage_update notifications",
-    )
-    stdio.add_argument(
-        "--log-level",
-        type=_log_level,
-        metavar="LEVEL",
-        help=f"stderr log level: DEBUG, INFO, WARNING, ERROR or CRITICAL "
-        f"(default: ${LOG_ENV}, else WARNING)",
+    _add_agent_options(
+        stdio,
+        agent="agent factory by dotted path: factory(model) -> async body (required, or --demo)",
+        demo=f"serve the demo agent ({DEMO})",
+        approve="ask the client (session/request_permission) before every tool call",
     )
     demo = sub.add_parser(
         "demo",
@@ -175,6 +154,31 @@ Ctrl-C or SIGTERM ends the executions and removes the record and the socket.
 """
 
 
+def _add_agent_options(
+    parser: argparse.ArgumentParser, *, agent: str, demo: str, approve: str
+) -> None:
+    """What ``stdio`` and ``serve`` share: which agent, its model, approval, context, logs."""
+    # Not required=True: argparse would report a missing --agent before an unknown flag.
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--agent", metavar="MODULE:FACTORY", help=agent)
+    which.add_argument("--demo", action="store_true", help=demo)
+    parser.add_argument("--model", metavar="NAME", help="model name passed to the factory")
+    parser.add_argument("--approve", action="store_true", help=approve)
+    parser.add_argument(
+        "--context-window",
+        type=_positive_int,
+        metavar="TOKENS",
+        help="the model's context size; enables usage_update notifications",
+    )
+    parser.add_argument(
+        "--log-level",
+        type=_log_level,
+        metavar="LEVEL",
+        help=f"stderr log level: DEBUG, INFO, WARNING, ERROR or CRITICAL "
+        f"(default: ${LOG_ENV}, else WARNING)",
+    )
+
+
 def _add_serve(sub: Any) -> None:
     serve = sub.add_parser(
         "serve",
@@ -183,14 +187,12 @@ def _add_serve(sub: Any) -> None:
         epilog=_SERVE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    which = serve.add_mutually_exclusive_group()
-    which.add_argument(
-        "--agent", metavar="MODULE:FACTORY", help="agent factory: factory(model) -> async body"
+    _add_agent_options(
+        serve,
+        agent="agent factory by dotted path: factory(model) -> async body (required, or --demo)",
+        demo=f"the demo agent on a built-in task ({DEMO_TASK})",
+        approve="ask an attached driver (session/request_permission) before every tool call",
     )
-    which.add_argument(
-        "--demo", action="store_true", help=f"the demo agent on a built-in task ({DEMO_TASK})"
-    )
-    serve.add_argument("--model", metavar="NAME", help="model name passed to the factory")
     serve.add_argument("--input", metavar="TEXT", help="the task, posted to each execution first")
     where = serve.add_mutually_exclusive_group()
     where.add_argument(
@@ -213,19 +215,7 @@ def _add_serve(sub: Any) -> None:
         metavar="N",
         help="events replayed to a client that attaches (default: %(default)s)",
     )
-    serve.add_argument(
-        "--approve", action="store_true", help="ask an attached driver before every tool call"
-    )
-    serve.add_argument(
-        "--context-window", type=_positive_int, metavar="TOKENS", help="the model's context size"
-    )
     serve.add_argument("--json", action="store_true", help="announce where it listens as JSON")
-    serve.add_argument(
-        "--log-level",
-        type=_log_level,
-        metavar="LEVEL",
-        help=f"stderr log level (default: ${LOG_ENV}, else WARNING)",
-    )
 
 
 def _add_verbs(sub: Any) -> None:

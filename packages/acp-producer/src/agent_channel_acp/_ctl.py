@@ -22,7 +22,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, TextIO, cast
+from typing import Any, NoReturn, TextIO, cast
 
 from acp import RequestError, text_block
 from acp.client.connection import ClientSideConnection
@@ -190,6 +190,13 @@ def emit(out: Out, as_json: bool, data: Any, line: str | Callable[[], str]) -> N
     out.flush()
 
 
+def refuse(out: Out, as_json: bool, data: Any, why: str) -> NoReturn:
+    """The server said no: the answer still goes out as JSON for programs, then the failure."""
+    if as_json:
+        emit(out, True, data, "")
+    raise CtlError(why)
+
+
 def _describe_execution(e: dict[str, Any]) -> str:
     parts = [
         exec_id(e),
@@ -324,11 +331,12 @@ async def cancel_tool(out: Out, target: str, tool_call_id: str, *, as_json: bool
     done = bool(answer.get("cancelled"))
     data = {"sessionId": session_id, "toolCallId": tool_call_id, "cancelled": done}
     if not done:
-        if as_json:
-            emit(out, True, data, "")
-        raise CtlError(
+        refuse(
+            out,
+            as_json,
+            data,
             f"tool call {tool_call_id!r} was not cancelled: unknown, already finished, "
-            f"or its execution is gone"
+            "or its execution is gone",
         )
     emit(out, as_json, data, f"cancelled tool call {tool_call_id} of {session_id}")
     return 0
@@ -343,11 +351,10 @@ async def queue(out: Out, target: str, *, withdraw: str | None, as_json: bool) -
             done = bool(answer.get("withdrawn"))
             data = {"sessionId": session_id, "messageId": withdraw, "withdrawn": done}
             if not done:
-                if as_json:
-                    emit(out, True, data, "")
-                raise CtlError(
+                why = (
                     f"message {withdraw!r} was not withdrawn: unknown, or already read by the agent"
                 )
+                refuse(out, as_json, data, why)
             emit(out, as_json, data, f"withdrew message {withdraw} from {session_id}")
             return 0
         answer = await server.ask("queue", {"sessionId": session_id})
