@@ -7,6 +7,7 @@ nothing here asserts a duration.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conftest import GUARD, HERE, agent_env
+from acp.client.connection import ClientSideConnection
+from conftest import GUARD, HERE, Recorder, agent_env
 
 POLL = 0.05
 """Seconds between two looks at a condition being waited for."""
@@ -112,16 +114,45 @@ def ctl_json(rt: Path, *args: str) -> Any:
     return json.loads(run.stdout)
 
 
+def observe(rt: Path, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One extension request to the (only) server in ``rt``, through the SDK's client side.
+
+    For watching what the verbs did: in-process, so polling costs no interpreter start.
+    """
+    (path,) = rt.glob("*.json")
+    transport = json.loads(path.read_text())["transport"]
+
+    async def ask() -> dict[str, Any]:
+        if transport["kind"] == "unix":
+            reader, writer = await asyncio.open_unix_connection(transport["path"], limit=1 << 24)
+        else:
+            reader, writer = await asyncio.open_connection(
+                transport["host"], transport["port"], limit=1 << 24
+            )
+        conn = ClientSideConnection(Recorder(), writer, reader)  # pyright: ignore[reportArgumentType]
+        meta = {"agent_channel.token": transport["token"]} if "token" in transport else {}
+        try:
+            async with asyncio.timeout(GUARD):
+                await conn.initialize(protocol_version=1, **meta)
+                return await conn.ext_method(method, params)
+        finally:
+            await conn.close()
+            writer.close()
+
+    return asyncio.run(ask())
+
+
 def executions(rt: Path) -> list[dict[str, Any]]:
-    return [e for s in ctl_json(rt, "ls")["servers"] for e in s.get("executions", [])]
+    return observe(rt, "agent_channel/list", {})["executions"]
 
 
 def execution(rt: Path, execution_id: str) -> dict[str, Any]:
     return next(e for e in executions(rt) if e["id"] == execution_id)
 
 
-def messages(rt: Path, target: str, *extra: str) -> list[dict[str, Any]]:
-    return ctl_json(rt, "messages", target, *extra)["messages"]
+def messages(rt: Path, target: str, *, every: bool = False, full: bool = False) -> list[Any]:
+    params = {"sessionId": target, "all": every, "full": full}
+    return observe(rt, "agent_channel/messages", params)["messages"]
 
 
 def wait_for(predicate: Callable[[], object], what: str) -> None:

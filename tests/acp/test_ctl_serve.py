@@ -76,7 +76,7 @@ def test_serve_demo_works_its_task_then_waits_for_the_operator(rt: Path) -> None
     with serving(rt, "--demo", "--count", "3", AGENT_CHANNEL_DEMO_TOOL_SECONDS="0.2") as served:
         ids = served.ids(3)
         wait_for(lambda: execution(rt, ids[0])["status"] == "waiting for operator", "the task done")
-        said = [m["text"] for m in messages(rt, ids[0], "--all")]
+        said = [m["text"] for m in messages(rt, ids[0], every=True)]
         assert any(t.startswith("Briefing:") for t in said)
         assert ctl(rt, "send", ids[0], "thanks").returncode == 0
 

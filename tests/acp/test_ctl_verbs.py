@@ -41,7 +41,9 @@ def rt(tmp_path: Path) -> Path:
 def tool_call_ids(rt: Path, target: str) -> list[str]:
     """Ids of the tool calls the agent has made so far (raw messages)."""
     return [
-        c["id"] for m in messages(rt, target, "--all", "--full") for c in m.get("tool_calls") or []
+        c["id"]
+        for m in messages(rt, target, every=True, full=True)
+        for c in m.get("tool_calls") or []
     ]
 
 
@@ -104,9 +106,9 @@ def test_a26_messages_reads_the_conversation_with_tail_all_and_full(rt: Path) ->
         roles = [m["role"] for m in envelope["messages"]]
         assert roles[:2] == ["system", "user"] and "tool" in roles
         assert envelope["count"] == len(roles)
-        (last,) = messages(rt, target, "--tail", "1")
+        (last,) = ctl_json(rt, "messages", target, "--tail", "1")["messages"]
         assert last["role"] == "assistant" and last["text"] == "the tool is done"
-        full = messages(rt, target, "--all", "--full")
+        full = ctl_json(rt, "messages", target, "--all", "--full")["messages"]
         assert len(full) == envelope["count"] and full[1]["content"] == "quick one"
         readable = ctl(rt, "messages", target[:8]).stdout
         assert readable.splitlines()[0].startswith(f"{target}  waiting for operator")
@@ -124,7 +126,7 @@ def test_a26_cancel_tool_stops_one_call_and_the_turn_goes_on(rt: Path) -> None:
         assert run.returncode == 0, run.stderr
         assert run.stdout.strip() == f"cancelled tool call {call_id} of {target}"
         wait_for(
-            lambda: messages(rt, target, "--tail", "1")[0]["text"] == "the tool is done",
+            lambda: messages(rt, target)[-1]["text"] == "the tool is done",
             "the turn going on",
         )
         assert execution(rt, target)["turnState"] != "cancelled"
@@ -170,7 +172,7 @@ def test_a26_end_finishes_the_execution_and_it_can_still_be_read(rt: Path) -> No
         assert run.stdout.strip() == f"ended {first}"
         wait_for(lambda: execution(rt, first)["status"] == "finished", "finished")
         assert execution(rt, second)["status"] != "finished"  # only that one
-        assert messages(rt, first, "--all")  # still readable
+        assert ctl_json(rt, "messages", first, "--all")["messages"]  # still readable
         one_line_failure(ctl(rt, "send", first, "too late"), "attachable")
 
 
