@@ -205,6 +205,8 @@ def _describe_execution(e: dict[str, Any]) -> str:
         f"{field(e, 'messageCount', 'message_count', default='?')} messages",
         f"{field(e, 'clients', default=0)} clients",
     ]
+    if queued := field(e, "queued", default=0):
+        parts.append(f"{queued} queued")
     if field(e, "pendingApproval", "pending_approval"):
         parts.append("approval pending")
     if field(e, "drivable", default=True) is False:
