@@ -123,16 +123,8 @@ def executions_of(listed: dict[str, Any]) -> list[dict[str, Any]]:
     return [e for e in found if isinstance(e, dict)] if isinstance(found, list) else []  # pyright: ignore[reportUnknownVariableType]
 
 
-def field(execution: dict[str, Any], *names: str, default: Any = None) -> Any:
-    """The first of ``names`` the execution carries (camelCase on the wire)."""
-    for name in names:
-        if name in execution:
-            return execution[name]
-    return default
-
-
 def exec_id(execution: dict[str, Any]) -> str:
-    return str(field(execution, "sessionId", "id", default=""))
+    return str(execution.get("id", ""))
 
 
 @asynccontextmanager
@@ -200,18 +192,18 @@ def refuse(out: Out, as_json: bool, data: Any, why: str) -> NoReturn:
 def _describe_execution(e: dict[str, Any]) -> str:
     parts = [
         exec_id(e),
-        str(field(e, "status", default="?")),
-        f"turn {field(e, 'turnState', 'turn_state', default='?')}",
-        f"{field(e, 'messageCount', 'message_count', default='?')} messages",
-        f"{field(e, 'clients', default=0)} clients",
+        str(e.get("status", "?")),
+        f"turn {e.get('turnState', '?')}",
+        f"{e.get('messageCount', '?')} messages",
+        f"{e.get('clients', 0)} clients",
     ]
-    if queued := field(e, "queued", default=0):
+    if queued := e.get("queued"):
         parts.append(f"{queued} queued")
-    if field(e, "pendingApproval", "pending_approval"):
+    if e.get("pendingApproval"):
         parts.append("approval pending")
-    if field(e, "drivable", default=True) is False:
+    if e.get("drivable") is False:
         parts.append("observe-only")
-    return "  ".join(parts) + f"  {field(e, 'title', default='')}".rstrip()
+    return "  ".join(parts) + f"  {e.get('title', '')}".rstrip()
 
 
 async def ls(out: Out, *, as_json: bool) -> int:
@@ -244,18 +236,11 @@ async def ls(out: Out, *, as_json: bool) -> int:
     return 0
 
 
-def _call_name(call: Any) -> str:
-    if isinstance(call, dict):
-        c = cast("dict[str, Any]", call)
-        return str(c.get("function") or c.get("name"))
-    return str(call)
-
-
 def _summary_line(i: int, m: dict[str, Any]) -> str:
     role = str(m.get("role", "?"))
-    text = str(m.get("text") or m.get("content") or "").replace("\n", " ")
-    calls = m.get("toolCalls") or m.get("tool_calls")
-    names = [_call_name(c) for c in cast("list[Any]", calls)] if isinstance(calls, list) else []
+    text = str(m.get("text", "")).replace("\n", " ")
+    calls = m.get("toolCalls")
+    names = [str(c) for c in cast("list[Any]", calls)] if isinstance(calls, list) else []
     tail = f"  [tools: {', '.join(names)}]" if names else ""
     return f"{i:>4}  {role:<9} {text}{tail}"
 
@@ -362,7 +347,7 @@ async def queue(out: Out, target: str, *, withdraw: str | None, as_json: bool) -
         answer = await server.ask("queue", {"sessionId": session_id})
 
     def readable() -> str:
-        entries = answer.get("messages", answer.get("queue"))
+        entries = answer.get("messages")
         items: list[Any] = entries if isinstance(entries, list) else []  # pyright: ignore[reportUnknownVariableType]
         if not items:
             return f"{session_id}: nothing queued"
@@ -370,7 +355,7 @@ async def queue(out: Out, target: str, *, withdraw: str | None, as_json: bool) -
         for q in items:
             if isinstance(q, dict):
                 text = str(q.get("text", "")).replace("\n", " ")  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-                who = q.get("client") or q.get("clientId") or ""  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+                who = q.get("client", "")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
                 rows.append(f"  {q.get('id', '?')}  {who}  {text}")  # pyright: ignore[reportUnknownMemberType]
         return "\n".join(rows)
 
