@@ -332,3 +332,24 @@ async def test_a1_a_listener_serves_at_most_its_stated_number_of_connections(
             served[1][1].close()
     finally:
         await listener.close()
+
+
+def test_a1_the_default_runtime_dir_is_per_user_under_xdg_or_the_temp_dir(tmp_path: Path) -> None:
+    code = "from agent_channel_acp._discovery import runtime_dir; print(runtime_dir())"
+
+    def where(**extra: str) -> Path:
+        env = {k: v for k, v in agent_env(**extra).items() if k != "AGENT_CHANNEL_RUNTIME_DIR"}
+        run = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=GUARD
+        )
+        assert run.returncode == 0, run.stderr
+        return Path(run.stdout.strip())
+
+    xdg = tmp_path / "xdg"
+    xdg.mkdir(mode=0o700)
+    assert where(XDG_RUNTIME_DIR=str(xdg)) == xdg / "agent-channel"
+    assert mode(xdg / "agent-channel") == 0o700
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    assert where(TMPDIR=str(tmp)) == tmp / f"agent-channel-{os.getuid()}"
+    assert mode(tmp / f"agent-channel-{os.getuid()}") == 0o700
