@@ -200,3 +200,31 @@ async def test_the_one_result_rule_holds_under_concurrent_tools_and_random_inter
             release()
     assert_one_result_rule(state.messages)
     assert state.output.end is not None
+
+
+async def test_after_an_interrupt_results_follow_their_calls_in_call_order() -> None:
+    """A call that finished after one still running keeps its real result, in its place:
+    the repaired call's synthetic result comes first, as the calls were asked."""
+    blocker = Blocker()
+    model = ScriptedModel(
+        [call(tool_call("block"), tool_call("add", a=2, b=3)), reply("Partly done.")]
+    )
+
+    async def producer(ref: AgentRef, rec: Recorder) -> None:
+        await blocker.started.wait()
+        await rec.seen("tool_call_finished")  # add has finished, block has not
+        ref.interrupt()
+        ref.post(UserMessage("Stop there."))
+
+    agent = react(model=model, tools=[blocker.tool, add], submit=False)
+    state, rec = await drive(agent, AgentState(messages=[ChatMessageUser(content="Go.")]), producer)
+    asked = state.messages[2]
+    assert isinstance(asked, ChatMessageAssistant)
+    results = state.messages[3:5]
+    assert [getattr(r, "tool_call_id", None) for r in results] == [c.id for c in asked.tool_calls]
+    assert [(r.text, getattr(r, "error", None)) for r in results] == [
+        ("Tool call cancelled by the operator.", "cancelled"),
+        ("5", None),
+    ]
+    appended = [e.message.id for e in rec.of("message_appended")]
+    assert appended == [m.id for m in state.messages]  # published in that order too
