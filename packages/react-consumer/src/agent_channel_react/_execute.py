@@ -57,12 +57,12 @@ async def execute_tools(
     done: list[tuple[ChatMessageTool, tuple[ChatMessage, ...]] | None] = [None] * len(calls)
     # A region key must be unique while active: a model that repeats a call id gets the
     # repeat run, just not cancellable on its own (the id cannot address it anyway).
-    keyed: set[str] = set()
+    keys: list[str | None] = []
+    for c in calls:
+        keys.append(None if c.id in keys else c.id)
 
     async def run(i: int, call: ToolCall) -> None:
-        key = call.id if call.id not in keyed else None
-        keyed.add(call.id)
-        done[i] = await _run_call(ch, call, tools.get(call.name), conversation, key)
+        done[i] = await _run_call(ch, call, tools.get(call.name), conversation, keys[i])
 
     try:
         if len(calls) == 1:
