@@ -250,6 +250,78 @@ async def test_a22_cancel_one_tool_call_turn_goes_on() -> None:
     assert finished["add"].status == "completed"
 
 
+async def test_a22_cancelling_one_of_several_concurrent_calls_leaves_the_others_running() -> None:
+    blocker = Blocker()
+    gate = anyio.Event()
+    running = anyio.Event()
+
+    @tool
+    async def gated() -> str:
+        """Runs until the test lets it finish."""
+        running.set()
+        await gate.wait()
+        return "finished"
+
+    model = ScriptedModel(
+        [
+            call(tool_call("block"), tool_call("gated"), tool_call("add", a=1, b=1)),
+            call(tool_call("submit", answer="done")),
+        ]
+    )
+
+    async def producer(ref: AgentRef, rec: Recorder) -> None:
+        await blocker.started.wait()
+        await running.wait()
+        started = {e.name: e.tool_call_id for e in rec.of("tool_call_started")}
+        assert ref.cancel_region(started["block"])
+        await rec.seen("tool_call_finished", 2)  # add, and block's cancellation
+        assert sorted(e.name for e in rec.of("tool_call_finished")) == ["add", "block"]
+        assert not gate.is_set()  # gated is still running: only block was stopped
+        gate.set()
+
+    agent = react(model=model, tools=[blocker.tool, gated, add])
+    state, rec = await drive(agent, _input(), producer)
+    results = [m for m in state.messages if isinstance(m, ChatMessageTool)]
+    assert [(r.function, r.text) for r in results[:3]] == [
+        ("block", CANCELLED_TEXT),
+        ("gated", "finished"),
+        ("add", "2"),
+    ]
+    statuses = {e.name: e.status for e in rec.of("tool_call_finished")}
+    assert statuses == {
+        "block": "cancelled",
+        "gated": "completed",
+        "add": "completed",
+        "submit": "completed",
+    }
+    assert "turn_cancelled" not in rec.types
+
+
+async def test_a22_a_call_is_cancellable_as_soon_as_its_card_is_announced() -> None:
+    """A producer that sees ToolCallStarted and cancels at once (in the callback, before
+    the loop takes another step) must reach the call: its region is already there."""
+    blocker = Blocker()
+    model = ScriptedModel([call(tool_call("block")), call(tool_call("submit", answer="ok"))])
+    answers: list[bool] = []
+    refs: list[AgentRef] = []
+
+    def on_event(e: ExecutionEvent) -> None:
+        if e.type == "tool_call_started" and e.name == "block":
+            answers.append(refs[0].cancel_region(e.tool_call_id))
+
+    rec = Recorder()
+    async with open_channel() as ch:
+        refs.append(ch.ref())
+        refs[0].subscribe(on_event)
+        refs[0].subscribe(rec)
+        with anyio.fail_after(10):
+            state = await react(model=model, tools=[blocker.tool])(_input())
+    assert answers == [True]
+    result = next(m for m in state.messages if isinstance(m, ChatMessageTool))
+    assert result.text == CANCELLED_TEXT
+    assert [e.status for e in rec.of("tool_call_finished")][:1] == ["cancelled"]
+
+
 async def test_a22_a_call_that_finished_cannot_be_cancelled() -> None:
     model = ScriptedModel([call(tool_call("add", a=1, b=2)), call(tool_call("submit", answer="3"))])
     answers: list[bool] = []

@@ -165,6 +165,9 @@ async def test_the_one_result_rule_holds_under_concurrent_tools_and_random_inter
         messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]
     ) -> ScriptStep | str:
         assert_one_result_rule(messages)  # every model input obeys the rule
+        # A19: the shared view is this very list, through repairs, folds and handoffs
+        assert refs[0].messages() == tuple(messages)
+        lists.add(id(messages))
         await _checkpoints(rng)
         if rng.random() < 0.15:
             return "Thinking aloud."
@@ -176,6 +179,7 @@ async def test_the_one_result_rule_holds_under_concurrent_tools_and_random_inter
     agent = react(model=parent, tools=tools, max_turns=12, submit=rng.random() < 0.5)
     fire_at = set(rng.sample(range(1, 120), rng.randrange(1, 8)))
     refs: list[AgentRef] = []
+    lists: set[int] = set()
     seen = 0
 
     def hammer(e: ExecutionEvent) -> None:
@@ -200,6 +204,8 @@ async def test_the_one_result_rule_holds_under_concurrent_tools_and_random_inter
             release()
     assert_one_result_rule(state.messages)
     assert state.output.end is not None
+    assert lists == {id(state.messages)}  # one list, mutated in place, the whole run
+    assert ref.messages() == tuple(state.messages)
 
 
 async def test_after_an_interrupt_results_follow_their_calls_in_call_order() -> None:

@@ -90,26 +90,19 @@ async def _run_call(
     key: str | None,
 ) -> tuple[ChatMessageTool, tuple[ChatMessage, ...]]:
     observed = ch.observed  # one call's events are all published, or none
-    if observed:
-        # The call's own frozen arguments: the event takes them as they are (no copy).
-        ch.publish(
-            ToolCallStarted(
-                tool_call_id=call.id,
-                name=call.name,
-                arguments=call.arguments,
-                title=tool.describe(call.arguments) if tool else None,
-                kind=tool.kind if tool else "other",
-            )
-        )
     content = ""
     error: str | None = None
     extra: tuple[ChatMessage, ...] = ()
     cancelled = False
     try:
         if key is None:
+            _started(ch, call, tool, observed)
             content, error, extra = await _invoke(ch, call, tool, conversation)
         else:
             with ch.region(key) as region:
+                # Announced from inside the region: a producer that sees the card can
+                # cancel the call at once (outside it, cancel_region would answer False).
+                _started(ch, call, tool, observed)
                 content, error, extra = await _invoke(ch, call, tool, conversation)
             cancelled = region.cancelled
     except anyio.get_cancelled_exc_class():
@@ -131,6 +124,20 @@ async def _run_call(
         )
     result = ChatMessageTool(tool_call_id=call.id, function=call.name, content=content, error=error)
     return result, extra
+
+
+def _started(ch: AgentChannel, call: ToolCall, tool: Tool | None, observed: bool) -> None:
+    if observed:
+        # The call's own frozen arguments: the event takes them as they are (no copy).
+        ch.publish(
+            ToolCallStarted(
+                tool_call_id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+                title=tool.describe(call.arguments) if tool else None,
+                kind=tool.kind if tool else "other",
+            )
+        )
 
 
 async def _invoke(
