@@ -210,7 +210,7 @@ def _add_serve(sub: Any) -> None:
     )
     serve.add_argument(
         "--replay",
-        type=_positive_int,
+        type=_count,
         default=100,
         metavar="N",
         help="events replayed to a client that attaches (default: %(default)s)",
@@ -249,6 +249,16 @@ def _add_verbs(sub: Any) -> None:
     end = verb("end", "end an execution (not an interrupt: its loop stops)")
     end.add_argument("--reason", metavar="TEXT", help="why, shown to attached clients")
     verb("bridge", "relay stdio to a running agent (launch this from Zed)", target="optional")
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or a positive integer, not {text!r}")
+    return value
 
 
 def _port(text: str) -> int:
