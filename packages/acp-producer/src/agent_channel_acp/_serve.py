@@ -198,7 +198,7 @@ def serve_command(
 
         await host(
             server,
-            socket_path=Path(socket_path) if socket_path else None,
+            socket_path=Path(socket_path).absolute() if socket_path else None,
             port=port,
             start=start,
             announce=_announcer(count, as_json),
