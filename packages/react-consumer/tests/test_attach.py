@@ -109,12 +109,6 @@ async def test_a19_the_view_is_the_loops_one_list_at_every_model_call() -> None:
     assert refs[0].messages() == tuple(state.messages)  # and still readable once finished
 
 
-@pytest.mark.skip(
-    reason="core defect: AgentRef.messages() copies with tuple(list) from another thread; a "
-    "GC run inside that allocation can switch threads while the loop appends, and the copy "
-    "reads a freed item array (segfault in 5 of 6 runs). Copying by slice first is safe for "
-    "an append-only list. Remove this skip with the core fix: it is the regression test."
-)
 async def test_a19_snapshots_from_another_thread_are_always_a_prefix_of_the_final_list() -> None:
     """A thread reads the view as fast as it can while interrupts, redirects and repairs
     happen: a list swapped behind the view (or a message inserted) breaks the prefix."""
