@@ -7,6 +7,9 @@ Generated, not hand-written, so they cannot drift from what they describe:
   later appear without anyone editing the page);
 - ``<!-- example NAME -->`` becomes the README example of that name (``examples.py``), the
   code CI's wheel smoke runs;
+- ``<!-- rule-tests -->`` becomes a table of the behaviour rules of
+  ``docs/acp-behaviour.md`` and the tests named for each (``test_s5b_...``), read from
+  the test files, so the page shows what the suite proves today and what it does not;
 - ``<!-- include PATH -->`` becomes the Markdown file at PATH (relative to the
   repository root) with its title dropped and its headings one level down, so the
   package changelogs sit under one page's headings.
@@ -32,6 +35,9 @@ CLI_WIDTH = 88
 
 _CLI = re.compile(r"^<!-- cli-reference -->$", re.M)
 _EXAMPLE = re.compile(r"^<!-- example (\S+) -->$", re.M)
+_RULE_TESTS = re.compile(r"^<!-- rule-tests -->$", re.M)
+_RULE = re.compile(r"^- \*\*([SA][1-9][0-9]?[a-z]?)\*\* (.*)$", re.M)
+_RULE_TEST = re.compile(r"^(?:async )?def (test_([sa][1-9][0-9]?[a-z]?)_\w*)", re.M)
 _INCLUDE = re.compile(r"^<!-- include (\S+) -->$", re.M)
 _HEADING = re.compile(r"^(#{1,5}) ", re.M)
 
@@ -63,6 +69,28 @@ def cli_reference() -> str:
     return "\n".join(sections)
 
 
+def rule_tests() -> str:
+    """Markdown: each rule, its first line, and the tests named for it."""
+    proving: dict[str, list[str]] = {}
+    for path in sorted(
+        [*ROOT.glob("tests/**/test_*.py"), *ROOT.glob("packages/*/tests/test_*.py")]
+    ):
+        for name, rule in _RULE_TEST.findall(path.read_text(encoding="utf-8")):
+            rule_id = rule[0].upper() + rule[1:]
+            proving.setdefault(rule_id, []).append(f"`{path.relative_to(ROOT)}::{name}`")
+    rules = _RULE.findall((ROOT / "docs/acp-behaviour.md").read_text(encoding="utf-8"))
+    if not rules:
+        raise LookupError("<!-- rule-tests -->: no rules found in docs/acp-behaviour.md")
+    rows = ["| rule | what it says | tests named for it |", "|---|---|---|"]
+    for rule_id, text in rules:
+        summary = text.strip().replace("|", "\\|") + " …"  # the rule's first line
+        if summary.count("`") % 2:  # a code span the line break cut open
+            summary = summary.replace(" …", "` …")
+        tests = "<br>".join(proving.get(rule_id, [])) or "—"
+        rows.append(f"| **{rule_id}** | {summary} | {tests} |")
+    return "\n".join(rows) + "\n"
+
+
 def include(path: str) -> str:
     """The Markdown file at ``path`` without its title, headings one level down."""
     source = ROOT / path
@@ -74,5 +102,6 @@ def include(path: str) -> str:
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     markdown = _CLI.sub(lambda _: cli_reference(), markdown)
+    markdown = _RULE_TESTS.sub(lambda _: rule_tests(), markdown)
     markdown = _EXAMPLE.sub(lambda m: f"```python\n{example(m.group(1))}```", markdown)
     return _INCLUDE.sub(lambda m: include(m.group(1)), markdown)
