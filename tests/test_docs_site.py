@@ -101,3 +101,27 @@ def test_the_rule_table_has_every_rule_and_the_tests_named_for_it(hooks: ModuleT
     assert [rule for rule, _ in rows] == documented
     proven = dict(rows)
     assert "tests/acp/test_session_cancel.py::test_s5b_" in proven["S5b"]
+
+
+def _code_in(markdown: str) -> list[str]:
+    """Fenced blocks and inline code spans: where a page shows a command to type."""
+    fenced = re.findall(r"^```[^\n]*\n(.*?)^```", markdown, re.M | re.S)
+    rest = re.sub(r"^```[^\n]*\n.*?^```", "", markdown, flags=re.M | re.S)
+    return fenced + re.findall(r"`([^`]+)`", rest)
+
+
+def test_every_subcommand_the_pages_show_exists() -> None:
+    from agent_channel_acp._cli import build_parser
+
+    (subparsers,) = [
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ]
+    pages = [*(ROOT / "docs").rglob("*.md"), *ROOT.glob("packages/*/README.md")]
+    unknown = {
+        f"{page.relative_to(ROOT)}: agent-channel-acp {word}"
+        for page in pages
+        for code in _code_in(page.read_text())
+        for word in re.findall(r"agent-channel-acp ([a-z][a-z-]*)", code)
+        if word not in subparsers.choices
+    }
+    assert not unknown, unknown
