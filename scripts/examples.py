@@ -14,6 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {
     # name: (README, how the block's first line starts)
     "core-agent": ("packages/channel-core/README.md", '"""letters.py'),
+    "core-runtime": (
+        "packages/channel-core/README.md",
+        "from agent_channel import Cancel, UserMessage, open_channel",
+    ),
     "react-quickstart": (
         "packages/react-consumer/README.md",
         "import anyio\nfrom agent_channel_react import AgentState",
