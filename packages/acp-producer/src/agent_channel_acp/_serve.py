@@ -187,6 +187,8 @@ def serve_command(
             raise ServeError(f"the agent factory failed: {type(e).__name__}: {e}") from None
         bodies.append(_with_task(body, task) if task else body)
 
+    path = Path(socket_path).absolute() if socket_path else None  # verbs run from anywhere
+
     async def main() -> None:
         server = AttachServer(replay=replay, approve=approve, context_window=context_window)
 
@@ -198,7 +200,7 @@ def serve_command(
 
         await host(
             server,
-            socket_path=Path(socket_path).absolute() if socket_path else None,
+            socket_path=path,
             port=port,
             start=start,
             announce=_announcer(count, as_json),
