@@ -6,18 +6,22 @@ message in an event holds a snapshot it cannot change under the consumer.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from uuid import uuid4
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._content import DEFER_BUILD, Content, content_text
-from ._frozen import FrozenJsonObject
+from ._frozen import FrozenJsonObject, freeze
 
 
 def new_id() -> str:
     """A short random identifier."""
     return uuid4().hex[:16]
+
+
+_NO_ARGUMENTS = freeze({})
+"""A default is never validated, so the empty default is frozen here (and shared: it is read-only)."""
 
 
 class ToolCall(BaseModel):
@@ -27,7 +31,7 @@ class ToolCall(BaseModel):
 
     id: str
     name: str
-    arguments: FrozenJsonObject = Field(default_factory=dict[str, Any])
+    arguments: FrozenJsonObject = Field(default_factory=lambda: _NO_ARGUMENTS)
 
 
 class _Message(BaseModel):
