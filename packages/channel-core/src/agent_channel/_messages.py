@@ -11,7 +11,7 @@ from uuid import uuid4
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._content import DEFER_BUILD, Content, content_text
+from ._content import Content, content_text
 from ._frozen import FrozenJsonObject, freeze
 
 
@@ -21,13 +21,13 @@ def new_id() -> str:
 
 
 _NO_ARGUMENTS = freeze({})
-"""A default is never validated, so the empty default is frozen here (and shared: it is read-only)."""
+"""Defaults are never validated, so the empty default is frozen here (shared: it is read-only)."""
 
 
 class ToolCall(BaseModel):
     """A model's request to run a tool."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=DEFER_BUILD)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     name: str
@@ -35,7 +35,7 @@ class ToolCall(BaseModel):
 
 
 class _Message(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=DEFER_BUILD)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str = Field(default_factory=new_id)
     content: str | tuple[Content, ...] = ""
