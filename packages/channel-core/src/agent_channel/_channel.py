@@ -161,7 +161,7 @@ class AgentChannel:
         finally:
             lock.release()
         if claimed:
-            scope._stop(cancel)  # pyright: ignore[reportOptionalMemberAccess]
+            scope._stop()  # pyright: ignore[reportOptionalMemberAccess]
         elif scope is not None and not on_loop:
             self._call_on_loop(lambda: scope.interrupt(cancel))
         waiter = self._waiter
@@ -384,7 +384,7 @@ class _Scope:
         finally:
             lock.release()
         if claimed:
-            self._stop(cancel)
+            self._stop()
 
     def _claim(self, cancel: Cancel) -> bool:
         """Under the channel's lock, on the loop: make ``cancel`` the one stopping this scope."""
@@ -394,8 +394,16 @@ class _Scope:
         ch._claimed = self._interrupt = cancel
         return True
 
-    def _stop(self, cancel: Cancel) -> None:
-        self._cs.cancel()
+    def _stop(self) -> None:
+        loop = self._channel._loop
+        if loop.call_soon is not None and loop.current_task() is not None:
+            loop.call_soon(self._cancel_if_bound)  # see LoopHandle.call_soon
+        else:
+            self._cs.cancel()
+
+    def _cancel_if_bound(self) -> None:
+        if self._channel._scope is self:  # else it exited first: the Cancel stays queued
+            self._cs.cancel()
 
     def __enter__(self) -> None:
         ch = self._channel
