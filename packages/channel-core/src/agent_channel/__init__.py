@@ -67,6 +67,8 @@ if TYPE_CHECKING:
         ToolCall,
         new_id,
     )
+    from ._regions import NullRegion, Region
+    from ._snapshot import ExecutionSnapshot
 
 __version__ = "0.2.0"
 
@@ -95,6 +97,7 @@ __all__ = [
     "Conversation",
     "ExecutionEvent",
     "ExecutionFinished",
+    "ExecutionSnapshot",
     "Folded",
     "ItemsDrained",
     "MessageAppended",
@@ -103,6 +106,8 @@ __all__ = [
     "ModelCallStarted",
     "ModelDelta",
     "NotOwner",
+    "NullRegion",
+    "Region",
     "StopReason",
     "Subscriber",
     "ToolCall",
@@ -178,6 +183,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ToolCall",
         "new_id",
     ),
+    "_regions": ("NullRegion", "Region"),
+    "_snapshot": ("ExecutionSnapshot",),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
 
