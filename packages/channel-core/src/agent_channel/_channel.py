@@ -510,15 +510,10 @@ class _Scope:
         return True
 
     def _stop(self) -> None:
-        loop = self._channel._loop
-        if loop.call_soon is not None and loop.current_task() is not None:
-            loop.call_soon(self._cancel_if_bound)  # see LoopHandle.call_soon
-        else:
-            self._cs.cancel()
-
-    def _cancel_if_bound(self) -> None:
-        if self._channel._scope is self:  # else it exited first: the Cancel stays queued
-            self._cs.cancel()
+        # Directly, not from a loop callback (which would skip anyio's task-repr formatting):
+        # a callback runs a loop step later, and the consumer may leave the scope at the
+        # checkpoint it is resuming from instead of being stopped there.
+        self._cs.cancel()
 
     def __enter__(self) -> None:
         ch = self._channel

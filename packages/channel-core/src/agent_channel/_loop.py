@@ -40,7 +40,7 @@ class CancelScopeLike(Protocol):
 class LoopHandle:
     """The consumer's loop, captured where a channel is opened."""
 
-    __slots__ = ("call_soon", "call_soon_threadsafe", "cancel_scope", "current_task")
+    __slots__ = ("call_soon_threadsafe", "cancel_scope", "current_task")
 
     def __init__(self) -> None:
         if not self._on_asyncio():
@@ -65,10 +65,6 @@ class LoopHandle:
         else:
             self.current_task = asyncio.current_task
         self.call_soon_threadsafe: Callable[[Callable[[], Any]], object] = loop.call_soon_threadsafe
-        # anyio's asyncio CancelScope.cancel() formats the calling task's repr into its
-        # reason (tens of µs for a task deep in a stack); from a loop callback there is no
-        # calling task. Trio's task repr is cheap: there the scope is cancelled directly.
-        self.call_soon: Callable[[Callable[[], Any]], object] | None = loop.call_soon
         # anyio.CancelScope() looks the backend up on every call; the class it
         # returns is what it would build each time, so build that directly.
         self.cancel_scope: Callable[[], CancelScopeLike] = type(anyio.CancelScope())
@@ -83,5 +79,4 @@ class LoopHandle:
             raise RuntimeError("a channel needs a running asyncio or trio event loop") from None
         self.current_task = trio.lowlevel.current_task
         self.call_soon_threadsafe = token.run_sync_soon
-        self.call_soon = None
         self.cancel_scope = trio.CancelScope
