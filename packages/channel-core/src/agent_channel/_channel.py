@@ -190,9 +190,11 @@ class AgentChannel:
             q = self._queue
             for i, item in enumerate(q):
                 if item.id == item_id and item is not self._claimed:
-                    del q[i]
+                    # Count first: receive() reads the two without the lock, and must never
+                    # see "only Cancels queued" while a message waits (it would park on it).
                     if isinstance(item, Cancel):
                         self._cancels -= 1
+                    del q[i]
                     return True
         return False
 
