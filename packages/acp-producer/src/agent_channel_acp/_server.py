@@ -58,6 +58,24 @@ def not_found(session_id: str, why: str) -> RequestError:
     return RequestError(-32002, "Resource not found", data)
 
 
+def initialize_response(protocol_version: int) -> InitializeResponse:
+    """S1: what we implement, in both modes."""
+    return InitializeResponse(
+        protocol_version=min(protocol_version, PROTOCOL_VERSION)
+        if protocol_version >= 1
+        else PROTOCOL_VERSION,
+        agent_capabilities=AgentCapabilities(
+            load_session=True,
+            prompt_capabilities=PromptCapabilities(image=True, audio=False, embedded_context=True),
+            session_capabilities=SessionCapabilities(close=SessionCloseCapabilities()),
+        ),
+        agent_info=Implementation(
+            name="agent-channel-acp", title="agent-channel", version=__version__
+        ),
+        auth_methods=[],
+    )
+
+
 class AcpServer:
     """Serves one ACP connection: each ``session/new`` starts one top-level execution.
 
@@ -107,22 +125,7 @@ class AcpServer:
         client_info: Implementation | None = None,
         **kwargs: Any,
     ) -> InitializeResponse:
-        return InitializeResponse(
-            protocol_version=min(protocol_version, PROTOCOL_VERSION)
-            if protocol_version >= 1
-            else PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=PromptCapabilities(
-                    image=True, audio=False, embedded_context=True
-                ),
-                session_capabilities=SessionCapabilities(close=SessionCloseCapabilities()),
-            ),
-            agent_info=Implementation(
-                name="agent-channel-acp", title="agent-channel", version=__version__
-            ),
-            auth_methods=[],
-        )
+        return initialize_response(protocol_version)
 
     async def new_session(
         self,
@@ -227,7 +230,7 @@ class AcpServer:
         if len(self._forgotten) > _FORGOTTEN:
             self._forgotten.popitem(last=False)
 
-    def session_announced(self, method: str, response: dict[str, Any]) -> None:
+    def session_announced(self, method: str, params: Any, response: dict[str, Any]) -> None:
         """Transport hook: the ``session/new`` response is written; the session may speak."""
         result = response.get("result")
         if method == "session/new" and isinstance(result, dict):

@@ -348,9 +348,7 @@ class Session:
             ref.post(item)
         except ChannelClosed:
             del self._pending[item.id], self._queued[item.id]
-            raise RequestError.invalid_request(
-                {"reason": FINISHED, "sessionId": self.id}
-            ) from None
+            raise RequestError.invalid_request({"reason": FINISHED, "sessionId": self.id}) from None
         return await p.future
 
     def cancel(self) -> None:

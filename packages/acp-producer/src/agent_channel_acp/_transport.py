@@ -39,8 +39,9 @@ from typing import Any, cast
 
 log = logging.getLogger("agent_channel_acp")
 
-ResponseHook = Callable[[str, dict[str, Any]], None]
-"""Called with (method, response) after the response to a watched request was written."""
+ResponseHook = Callable[[str, Any, dict[str, Any]], None]
+"""Called with (method, the request's params, response) after the response to a watched
+request was written."""
 
 MAX_FRAME = 8 << 20
 """Longest incoming frame in bytes (8 MiB), newline excluded."""
@@ -83,7 +84,7 @@ class LineTransport:
         self._writer = writer
         self._shadowed = dict(shadowed or {})
         self._watch_methods = watch
-        self._watched: dict[object, str] = {}
+        self._watched: dict[object, tuple[str, Any]] = {}
         self._on_response = on_response
         self._notifications = notifications
         self._unanswered: dict[object, list[str]] = {}  # request id -> methods still owed
@@ -138,9 +139,14 @@ class LineTransport:
                 raise
             return
         if is_response and self._watched:
-            method = self._watched.pop(message.get("id"), None)
-            if method is not None and self._on_response is not None:
-                self._on_response(method, message)
+            watched = self._watched.pop(message.get("id"), None)
+            if watched is not None and self._on_response is not None:
+                self._on_response(watched[0], watched[1], message)
+
+    @property
+    def gone(self) -> bool:
+        """True once the client can no longer be written to (closed, reset or closing)."""
+        return self._gone or self._closed or self._writer.transport.is_closing()
 
     def ready(self) -> bool:
         """True when a frame written now goes straight out: open, and nothing left buffered."""
@@ -210,7 +216,7 @@ class LineTransport:
         if has_id:
             self._unanswered.setdefault(msg_id, []).append(method)
             if method in self._watch_methods:
-                self._watched[msg_id] = method
+                self._watched[msg_id] = (method, params)
         return message
 
     def _notification_ok(self, method: str, params: object) -> bool:
