@@ -252,7 +252,10 @@ def attach_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) ->
     u = max((i for i, m in enumerate(messages) if isinstance(m, ChatMessageUser)), default=-1)
     text = messages[u].text if u >= 0 else ""
     answered = [m for m in messages[u + 1 :] if isinstance(m, ChatMessageTool)]
-    for word in text.split():
+    words = text.split()
+    if not any(w.startswith(("gate=", "gates=", "say=")) or w == "helper" for w in words):
+        return script(messages, tools)
+    for word in words:
         if word.startswith("gate=") and not answered:
             return call(tool_call("gate", name=word[5:]), content=f"waiting at {word[5:]}")
         if word.startswith("gates=") and not answered:

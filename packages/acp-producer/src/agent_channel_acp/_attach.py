@@ -53,6 +53,8 @@ log = logging.getLogger("agent_channel_acp")
 
 TAIL = 20
 """Messages ``_agent_channel/messages`` returns by default (A19)."""
+MIN_PREFIX = 4
+"""Characters an execution id prefix needs (shorter digit strings are picker numbers)."""
 SUMMARY_TEXT = 200
 """Characters of a message's text in a summary."""
 
@@ -498,9 +500,10 @@ class _Client:
     def _pick(self, binding: Binding, text: str) -> None:
         targets = self._targets()
         hub: Hub | None = None
-        if text.isdigit() and 1 <= int(text) <= len(targets):
-            hub = targets[int(text) - 1]
-        elif text:
+        if text.isdigit() and len(text) < MIN_PREFIX:
+            if 1 <= int(text) <= len(targets):
+                hub = targets[int(text) - 1]
+        elif len(text) >= MIN_PREFIX:
             matches = [h for h in targets if h.id == text] or [
                 h for h in targets if h.id.startswith(text)
             ]
