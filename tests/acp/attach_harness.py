@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from acp.client.connection import ClientSideConnection
 from agents import GATES_ENV
 from conftest import GUARD, HERE, Recorder, agent_env
@@ -163,3 +164,45 @@ async def serving(*args: str) -> AsyncIterator[Server]:
         except TimeoutError:
             proc.kill()
             await proc.wait()
+
+
+# -- helpers shared by the attach tests ---------------------------------------------------
+
+
+async def bound(server: Server) -> tuple[Client, str]:
+    c = await server.connect()
+    sid = await c.new()
+    await c.until(lambda: c.rec.states(sid))
+    return c, sid
+
+
+def user_chunks(c: Client, sid: str) -> list[dict[str, Any]]:
+    return [
+        u
+        for u in c.rec.updates_of(sid)
+        if u["sessionUpdate"] == "user_message_chunk" and not u["_meta"].get("agent_channel.replay")
+    ]
+
+
+def card_status(c: Client, sid: str, tool_call_id: str) -> str | None:
+    status = None
+    for u in c.rec.updates_of(sid):
+        if u.get("toolCallId") == tool_call_id and "status" in u:
+            status = u["status"]
+    return status
+
+
+def tool_ids(c: Client, sid: str) -> list[str]:
+    return [u["toolCallId"] for u in c.rec.updates_of(sid) if u["sessionUpdate"] == "tool_call"]
+
+
+async def status(c: Client) -> dict[str, Any]:
+    return (await c.ext("list"))["executions"][0]
+
+
+async def parked(c: Client) -> dict[str, Any]:
+    """Poll the list (an observable condition) until the agent waits for the operator."""
+    with anyio.fail_after(GUARD):
+        while (s := await status(c))["status"] != "waiting for operator":
+            await anyio.lowlevel.checkpoint()
+    return s
