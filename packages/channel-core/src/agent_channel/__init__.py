@@ -57,6 +57,8 @@ from ._messages import (
     ToolCall,
     new_id,
 )
+from ._regions import NullRegion, Region
+from ._snapshot import ExecutionSnapshot
 
 __version__ = "0.2.0"
 
@@ -85,6 +87,7 @@ __all__ = [
     "Conversation",
     "ExecutionEvent",
     "ExecutionFinished",
+    "ExecutionSnapshot",
     "Folded",
     "ItemsDrained",
     "MessageAppended",
@@ -93,6 +96,8 @@ __all__ = [
     "ModelCallStarted",
     "ModelDelta",
     "NotOwner",
+    "NullRegion",
+    "Region",
     "StopReason",
     "Subscriber",
     "ToolCall",

@@ -35,7 +35,9 @@ from ._events import (
 )
 from ._items import Cancel, ChannelItem
 from ._loop import LoopHandle
-from ._messages import ToolCall
+from ._messages import ChatMessage, ToolCall
+from ._regions import NullRegion, Region
+from ._snapshot import ExecutionSnapshot
 
 log = logging.getLogger("agent_channel")
 
@@ -47,7 +49,8 @@ Subscriber = Callable[[ExecutionEvent], None]
 """An event callback. It runs synchronously in the consumer's task: keep it quick."""
 
 Approver = Callable[[ToolCall], Awaitable[bool]]
-"""Decides whether a tool call may run; installed by whoever opens the channel."""
+"""Decides whether a tool call may run: given by whoever opens the channel, or routed
+by a producer (:meth:`AgentRef.route_approvals`)."""
 
 
 class AgentChannel:
@@ -60,6 +63,7 @@ class AgentChannel:
 
     __slots__ = (
         "__weakref__",
+        "_approver",
         "_cancels",
         "_claimed",
         "_closed",
@@ -69,12 +73,15 @@ class AgentChannel:
         "_owner",
         "_queue",
         "_reachable",
+        "_regions",
+        "_routed",
         "_scope",
+        "_seq",
+        "_shared",
         "_subscribers",
         "_task",
         "_thread",
         "_waiter",
-        "approver",
         "stop_reason",
         "turn_state",
     )
@@ -94,8 +101,11 @@ class AgentChannel:
         self._loop = LoopHandle()
         self._task = self._loop.current_task
         self._thread = threading.get_ident()
-        self.approver = approver
-        """Asked before each tool call when set (see :data:`Approver`)."""
+        self._approver = approver
+        self._routed: tuple[Approver, ...] = ()
+        self._regions: dict[str, Region] = {}
+        self._shared: list[ChatMessage] | None = None
+        self._seq = 0  # events published
         self.stop_reason: StopReason | None = None
         """The consumer's last word on why it stopped; reported in :class:`ExecutionFinished`."""
         self.turn_state: TurnState = "idle"
@@ -177,7 +187,46 @@ class AgentChannel:
         """True once the execution has finished."""
         return self._closed
 
+    @property
+    def approver(self) -> Approver | None:
+        """Asked before each tool call when set: the one a producer routes here last, else
+        the opener's (see :data:`Approver`). Read it at each call: it can change."""
+        routed = self._routed
+        return routed[-1] if routed else self._approver
+
+    @approver.setter
+    def approver(self, approver: Approver | None) -> None:
+        self._approver = approver
+
     # -- consumer side -----------------------------------------------------------------
+
+    def share(self, messages: list[ChatMessage]) -> None:
+        """Make ``messages`` the conversation producers read (:meth:`AgentRef.messages`).
+
+        Pass the loop's own list and keep changing that list in place; append a message
+        and publish its :class:`MessageAppended` with no ``await`` between, so
+        :meth:`AgentRef.watch` sees each message exactly once. One list per channel:
+        a nested execution has a channel of its own, and a fork of the conversation
+        cannot take the top-level one's place (another list raises ``RuntimeError``).
+        """
+        if self._shared is None:
+            self._shared = messages
+        elif self._shared is not messages:
+            raise RuntimeError("this channel already shares a conversation; it shares one only")
+
+    def region(self, key: str) -> Region | NullRegion:
+        """A region a producer can stop alone: ``with channel.region(key) as r: ...``.
+
+        :meth:`AgentRef.cancel_region` with the same key stops the body and nothing
+        else: the cancellation ends at the ``with``, and ``r.cancelled`` says it
+        happened. While nobody holds a ref the region is a shared-cost no-op, as
+        :meth:`scope` is. Two active regions may not share a key (``ValueError``).
+        """
+        if not isinstance(key, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"region() takes a key (str), not {_kind(key)}")
+        if not self._reachable:
+            return NullRegion(key)
+        return Region(self, key)
 
     def drain(self) -> list[ChannelItem]:
         """Take every queued item, oldest first. Never blocks.
@@ -244,6 +293,7 @@ class AgentChannel:
 
     def publish(self, event: ExecutionEvent) -> None:
         """Hand ``event`` to every subscriber. A failing subscriber is logged, not raised."""
+        self._seq += 1
         for callback in self._subscribers:
             try:
                 callback(event)
@@ -300,6 +350,71 @@ class AgentChannel:
             self._subscribers = tuple(s for s in self._subscribers if s is not callback)
 
         return unsubscribe
+
+    def _watch(self, callback: Subscriber) -> tuple[ExecutionSnapshot, Callable[[], None]]:
+        if threading.get_ident() == self._thread:
+            return self._watch_here(callback)
+        # Another thread: run it on the consumer's loop, between two of its steps, so no
+        # message or event can fall between the snapshot and the subscription.
+        done = threading.Event()
+        taken = threading.Lock()  # whoever takes it (the loop, or this thread) watches
+        box: list[tuple[ExecutionSnapshot, Callable[[], None]]] = []
+
+        def run() -> None:
+            if taken.acquire(blocking=False):
+                box.append(self._watch_here(callback))
+                done.set()
+
+        try:
+            self._loop.call_soon_threadsafe(run)
+        except RuntimeError:  # the loop is gone, so the execution is over: nothing can race
+            run()
+        while not done.wait(0.05):
+            if self._closed:  # over: the state is final, and the loop may never run us
+                run()
+        return box[0]
+
+    def _watch_here(self, callback: Subscriber) -> tuple[ExecutionSnapshot, Callable[[], None]]:
+        shared = self._shared
+        snapshot = ExecutionSnapshot(
+            messages=tuple(shared) if shared else (),
+            turn_state=self.turn_state,
+            seq=self._seq,
+            closed=self._closed,
+        )
+        if self._closed:
+            return snapshot, _nothing
+        return snapshot, self._subscribe(callback)
+
+    def _cancel_region(self, key: str) -> bool:
+        if not isinstance(key, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"cancel_region() takes a key (str), not {_kind(key)}")
+        with self._lock:
+            region = self._regions.get(key)
+            if region is None or region.cancelled:
+                return False
+            region.cancelled = True
+        self._call_on_loop(region._stop)
+        return True
+
+    def _route_approvals(self, approver: Approver) -> Callable[[], None]:
+        if not callable(approver):
+            raise TypeError(f"route_approvals() takes an async callable, not {_kind(approver)}")
+        with self._lock:
+            self._routed = (*self._routed, approver)
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            with self._lock:
+                if released:
+                    return
+                released = True
+                routed = list(self._routed)
+                del routed[len(routed) - 1 - routed[::-1].index(approver)]
+                self._routed = tuple(routed)
+
+        return release
 
     def _close(self, error: BaseException | None) -> None:
         with self._lock:
@@ -388,6 +503,10 @@ def _ended_by(exc: BaseException) -> TurnEnded:
     return TurnEnded(error=f"{type(exc).__name__}: {exc}")
 
 
+def _nothing() -> None:
+    return None
+
+
 def _kind(value: object) -> str:
     return f"{type(value).__name__} {value!r}"[:80]
 
@@ -447,6 +566,43 @@ class AgentRef:
         """Call ``callback`` with every event from now on; returns an unsubscribe function."""
         return self._channel._subscribe(callback)
 
+    def watch(self, callback: Subscriber) -> tuple[ExecutionSnapshot, Callable[[], None]]:
+        """The execution's state now, and ``callback`` for every event after it.
+
+        Atomic: no event is missed and none the snapshot reflects comes again, so a
+        producer that joins late (an operator attaching) can rebuild the whole picture.
+        On the execution's own thread it returns at once; from another thread it runs
+        on the execution's loop and blocks this thread until then. Also returns the
+        unsubscribe function.
+        """
+        return self._channel._watch(callback)
+
+    def messages(self) -> tuple[ChatMessage, ...]:
+        """The conversation the consumer shares, as of now (``()`` if it shares none).
+
+        Safe from any thread. Always the top-level loop's own conversation: nested
+        executions have channels of their own.
+        """
+        shared = self._channel._shared
+        return tuple(shared) if shared else ()
+
+    def cancel_region(self, key: str) -> bool:
+        """Stop the consumer's active region ``key`` alone (see :meth:`AgentChannel.region`).
+
+        ``True`` if one was active and not stopped already; the consumer then treats it
+        as stopped. Safe from any thread.
+        """
+        return self._channel._cancel_region(key)
+
+    def route_approvals(self, approver: Approver) -> Callable[[], None]:
+        """Answer this execution's approval requests with ``approver`` until released.
+
+        For a producer that did not open the execution and decides who answers (an
+        attach server picks a client). The last one routed wins; the returned release
+        restores the one before.
+        """
+        return self._channel._route_approvals(approver)
+
     def mark_live(self) -> Callable[[], None]:
         """Declare an operator surface attached (see ``is_live``); returns the release."""
         ch = self._channel
@@ -490,6 +646,8 @@ class _InertChannel(AgentChannel):
         self._closed = False
 
     approver = property(lambda self: None, lambda self, value: None)  # type: ignore[assignment]
+    _shared = property(lambda self: None, lambda self, value: None)  # type: ignore[assignment]
+    _seq = property(lambda self: 0, lambda self, value: None)  # type: ignore[assignment]
     stop_reason = property(lambda self: None, lambda self, value: None)  # type: ignore[assignment]
     turn_state = property(lambda self: "idle", lambda self, value: None)  # type: ignore[assignment]
     _live = property(lambda self: 0, lambda self, value: None)  # type: ignore[assignment]
@@ -518,11 +676,26 @@ class _InertChannel(AgentChannel):
     def scope(self) -> _NullScope:
         return _NULL_SCOPE
 
+    def share(self, messages: list[ChatMessage]) -> None:
+        return None
+
+    def region(self, key: str) -> NullRegion:
+        return NullRegion(key)
+
     def publish(self, event: ExecutionEvent) -> None:
         return None
 
     def _subscribe(self, callback: Subscriber) -> Callable[[], None]:
-        return lambda: None
+        return _nothing
+
+    def _watch(self, callback: Subscriber) -> tuple[ExecutionSnapshot, Callable[[], None]]:
+        return ExecutionSnapshot(messages=(), turn_state="idle", seq=0, closed=False), _nothing
+
+    def _cancel_region(self, key: str) -> bool:
+        return False
+
+    def _route_approvals(self, approver: Approver) -> Callable[[], None]:
+        return _nothing
 
 
 _INERT = _InertChannel()

@@ -36,6 +36,8 @@ class Conversation(Sequence[ChatMessage]):
     Wraps the loop's own list (``messages``; pass one to adopt it, and its current
     messages are announced). The loop stays the only writer: append through this
     object and every producer sees the message, the model call or the tool call.
+    The first conversation made on a channel is the one it shares
+    (:meth:`AgentChannel.share`); later ones (a fork, a scratch copy) are not.
     """
 
     __slots__ = ("channel", "messages")
@@ -47,6 +49,8 @@ class Conversation(Sequence[ChatMessage]):
         """The execution's channel the events go to."""
         self.messages: list[ChatMessage] = messages if messages is not None else []
         """The messages, oldest first: what the loop hands its model."""
+        if channel._shared is None:  # pyright: ignore[reportPrivateUsage]
+            channel.share(self.messages)  # the first one is the execution's conversation
         if channel.observed:
             for i, m in enumerate(self.messages):
                 channel.publish(MessageAppended(message=m, index=i))
