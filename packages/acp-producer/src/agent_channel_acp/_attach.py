@@ -131,8 +131,6 @@ class AttachServer:
             ref = ch.ref()
             execution_id = self.add(ref, title=title)
             hub = self._hubs[execution_id]
-            if self._approve and ch.approver is None:  # a core without route_approvals
-                ch.approver = hub.approve
             release = ref.mark_live()
             run = body()
             if not inspect.isawaitable(run):

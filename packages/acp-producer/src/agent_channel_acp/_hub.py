@@ -166,7 +166,7 @@ class Hub:
         self._unfinished: set[str] = set()
         self._shown: OrderedDict[str, None] = OrderedDict()
         self._last_streamed = ""
-        self._history: list[ChatMessage] | None = None  # only when the core has no messages()
+        self._history: list[ChatMessage] = []  # for a consumer that publishes but shares none
         # state
         self.turn_state = "idle"
         self.parked: StopReason | None = None  # waiting for an operator message, and why
@@ -190,24 +190,11 @@ class Hub:
     # -- subscription ------------------------------------------------------------------
 
     def _watch(self) -> _Watch:
-        ref: Any = self.ref
-        watch = getattr(ref, "watch", None)
-        if watch is not None:
-            snapshot, release = watch(self._on_event_any_thread)
-            return _Watch(snapshot.messages, snapshot.turn_state, snapshot.closed, release)
-        # A core without snapshot-and-subscribe: subscribe and keep our own copy.
-        self._history = []
-        release = ref.subscribe(self._on_event_any_thread)
-        return _Watch((), ref.turn_state, ref.closed, release)
+        snapshot, release = self.ref.watch(self._on_event_any_thread)
+        return _Watch(snapshot.messages, snapshot.turn_state, snapshot.closed, release)
 
     def _route_approvals(self) -> None:
-        route = getattr(self.ref, "route_approvals", None)
-        if route is not None:
-            self._release_approvals = route(self.approve)
-
-    def approver(self) -> Callable[[ToolCall], Any]:
-        """For a channel the server opens itself (``run``): ask through the bindings."""
-        return self.approve
+        self._release_approvals = self.ref.route_approvals(self.approve)
 
     def _on_event_any_thread(self, ev: ExecutionEvent) -> None:
         if threading.get_ident() == self._thread:
@@ -216,10 +203,9 @@ class Hub:
             self._loop.call_soon_threadsafe(self._on_event, ev)
 
     def messages(self) -> tuple[ChatMessage, ...]:
-        """The execution's conversation now (A19)."""
-        if self._history is not None:
-            return tuple(self._history)
-        return tuple(self.ref.messages())  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownArgumentType]
+        """The execution's conversation now (A19): the one the consumer shares, else the
+        messages its events announced."""
+        return self.ref.messages() or tuple(self._history)
 
     # -- state for list / picker -------------------------------------------------------
 
@@ -314,8 +300,7 @@ class Hub:
     def cancel_tool_call(self, tool_call_id: str) -> bool:
         if self.finished is not None or tool_call_id not in self._unfinished:
             return False
-        cancel = getattr(self.ref, "cancel_region", None)
-        return bool(cancel(tool_call_id)) if cancel is not None else False
+        return self.ref.cancel_region(tool_call_id)
 
     # -- approvals (A20) ---------------------------------------------------------------
 
@@ -451,11 +436,10 @@ class Hub:
     def _appended(self, ev: MessageAppended) -> None:
         msg = ev.message
         history = self._history
-        if history is not None:
-            if ev.index == len(history):
-                history.append(msg)
-            elif ev.index < len(history):
-                history[ev.index] = msg
+        if ev.index == len(history):
+            history.append(msg)
+        elif ev.index < len(history):
+            history[ev.index] = msg
         if isinstance(msg, ChatMessageUser | ChatMessageSystem):
             meta = {f"{META}role": msg.role}
             if isinstance(msg, ChatMessageUser) and msg.source:
