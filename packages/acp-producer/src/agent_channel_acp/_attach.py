@@ -200,7 +200,7 @@ class AttachServer:
             watch=_WATCHED,
             on_response=client.answered,
         )
-        client.writer = transport
+        client.transport = transport
         conn = AgentSideConnection(
             cast("Agent", client), transport, listening=False, use_unstable_protocol=True
         )
@@ -233,7 +233,7 @@ class _Client:
 
     def __init__(self, server: AttachServer) -> None:
         self._server = server
-        self.writer: LineTransport | None = None
+        self.transport: LineTransport | None = None
         self.conn: AgentSideConnection | None = None
         self.name = f"client-{uuid4().hex[:8]}"
         self._bindings: dict[str, Binding] = {}
@@ -243,9 +243,15 @@ class _Client:
     # -- Peer ----------------------------------------------------------------------------
 
     @property
+    def writer(self) -> LineTransport:
+        if self.transport is None:
+            raise RuntimeError("serve the client with AttachServer.serve_connection()")
+        return self.transport
+
+    @property
     def gone(self) -> bool:
-        writer = self.writer
-        return self._closed or writer is None or writer.gone
+        transport = self.transport
+        return self._closed or transport is None or transport.gone
 
     async def request_permission(
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
@@ -462,7 +468,7 @@ class _Client:
         if not isinstance(wire_id, str):
             return
         opening = self._opening.pop(wire_id, None)
-        if opening is None or self._closed or self.writer is None:
+        if opening is None or self._closed or self.transport is None:
             return
         hub, observe, note = opening
         binding = self._bindings.get(wire_id)

@@ -47,8 +47,10 @@ class Writer(Protocol):
 class Peer(Protocol):
     """The connection a binding belongs to."""
 
-    writer: Writer
     name: str
+
+    @property
+    def writer(self) -> Writer: ...
 
     @property
     def gone(self) -> bool: ...
