@@ -90,7 +90,7 @@ class Binding:
 
     # -- binding -------------------------------------------------------------------------
 
-    def start(self, hub: Hub, replay: list[dict[str, Any]], snapshot: Live) -> None:
+    def attached(self, hub: Hub, replay: list[dict[str, Any]], snapshot: Live) -> None:
         """Called by :meth:`Hub.bind`: the preamble, in order, then the live stream (A5)."""
         self.hub = hub
         self.dropped = False
@@ -136,7 +136,7 @@ class Binding:
         if self._clear():
             self._write(self._frame(live))
             return
-        self._outbox.put(live, live.size)
+        self._outbox.put(live, live.size, keep=live.keep)
         self._queued()
 
     def say(self, text: str) -> None:

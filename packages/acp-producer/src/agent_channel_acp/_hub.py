@@ -89,6 +89,8 @@ class Live:
     method: str | None
     payload: dict[str, Any]
     size: int = 0
+    keep: bool = False
+    """Never shed (approval cards: the request that follows refers to them)."""
 
 
 @dataclass(slots=True)
@@ -144,6 +146,9 @@ class Hub:
         approve: bool = False,
         context_window: int | None = None,
         on_change: Callable[[], None] | None = None,
+        attach: bool = True,
+        echo: Callable[[ChatMessageUser], bool] | None = None,
+        observer: Callable[[ExecutionEvent], None] | None = None,
     ) -> None:
         self.id = execution_id
         self.ref = ref
@@ -154,6 +159,10 @@ class Hub:
         self._replay = max(0, replay)
         self._context_window = context_window
         self._on_change = on_change
+        self._attach = attach
+        self._approving = approve
+        self._echo = echo
+        self._observer = observer
         self.bindings: tuple[Binding, ...] = ()  # in bind order; replaced, never mutated
         self._last_driver: Binding | None = None
         self._drivers_changed = asyncio.Event()
@@ -161,7 +170,8 @@ class Hub:
         self.seq = 0
         self._ring: deque[_Slot] = deque()
         self._card_slots: dict[str, _Slot] = {}
-        self._cards: dict[str, tuple[str, ToolKind]] = {}
+        self.cards: dict[str, tuple[str, ToolKind]] = {}
+        """Each tool call's title and kind, as its live card showed them (S16)."""
         self._announced: set[str] = set()
         self._unfinished: set[str] = set()
         self._shown: OrderedDict[str, None] = OrderedDict()
@@ -244,7 +254,7 @@ class Hub:
             self.bindings = (*self.bindings, binding)
         if driver:
             self._last_driver = binding
-        binding.start(self, self._replay_frames(), self._turn_state_note())
+        binding.attached(self, self._replay_frames(), self._turn_state_note())
         self._drivers_changed.set()
         self._changed()
 
@@ -314,7 +324,7 @@ class Hub:
         self._announce(call)
         self.pending_approval = call.id
         self._changed()
-        title, kind = self._cards.get(call.id, (call.name, "other"))
+        title, kind = self.cards.get(call.id, (call.name, "other"))
         request = ToolCallUpdate(
             tool_call_id=call.id,
             title=title,
@@ -333,8 +343,9 @@ class Hub:
                 if outcome is None:  # that driver left: the request moves on
                     continue
                 allowed = isinstance(outcome, AllowedOutcome) and outcome.option_id == ALLOW
-                if allowed and call.id in self._announced and call.id in self._cards:
-                    self._update_card(m.tool_status_update(call.id, "in_progress"), call.id)
+                if allowed and call.id in self._announced and call.id in self.cards:
+                    update = m.tool_status_update(call.id, "in_progress")
+                    self._update_card(update, call.id, keep=True)
                 return allowed
         finally:
             self.pending_approval = None
@@ -344,16 +355,21 @@ class Hub:
         if call.id in self._announced:
             return
         self._announced.add(call.id)
-        self._cards.setdefault(call.id, (call.name, "other"))
-        title, kind = self._cards[call.id]
+        self.cards.setdefault(call.id, (call.name, "other"))
+        title, kind = self.cards[call.id]
         start = m.tool_start(
             call.id, title=title, kind=kind, raw_input=thaw(call.arguments), status="pending"
         )
-        self._card(serialize_params(start), call.id)
+        self._card(serialize_params(start), call.id, keep=True)
 
     # -- events (the consumer's side) --------------------------------------------------
 
     def _on_event(self, ev: ExecutionEvent) -> None:
+        self._render(ev)
+        if self._observer is not None:
+            self._observer(ev)
+
+    def _render(self, ev: ExecutionEvent) -> None:
         if isinstance(ev, ModelDelta):
             mid = ev.message_id
             if mid != self._last_streamed:
@@ -394,14 +410,17 @@ class Hub:
 
     def _tool_started(self, ev: ToolCallStarted) -> None:
         tool_call_id = ev.tool_call_id
-        self._cards[tool_call_id] = (ev.title or ev.name, ev.kind)
+        self.cards[tool_call_id] = (ev.title or ev.name, ev.kind)
         self._unfinished.add(tool_call_id)
         if tool_call_id in self._announced:
             self._update_card(serialize_params(m.tool_started_update(ev)), tool_call_id)
             return
         self._announced.add(tool_call_id)
-        title, kind = self._cards[tool_call_id]
-        start = m.tool_start(tool_call_id, title=title, kind=kind, raw_input=thaw(ev.arguments))
+        title, kind = self.cards[tool_call_id]
+        status = "pending" if self._approving else "in_progress"  # with approval, a request follows
+        start = m.tool_start(
+            tool_call_id, title=title, kind=kind, raw_input=thaw(ev.arguments), status=status
+        )
         self._card(serialize_params(start), tool_call_id)
 
     def _card_first(self, tool_call_id: str, name: str) -> None:
@@ -409,7 +428,7 @@ class Hub:
         if tool_call_id in self._announced:
             return
         self._announced.add(tool_call_id)
-        title, kind = self._cards.get(tool_call_id, (name, "other"))
+        title, kind = self.cards.get(tool_call_id, (name, "other"))
         start = m.tool_start(tool_call_id, title=title, kind=kind, raw_input=None)
         self._card(serialize_params(start), tool_call_id)
 
@@ -420,7 +439,7 @@ class Hub:
 
     def _model_finished(self, ev: ModelCallFinished) -> None:
         msg = ev.message
-        if ev.cancelled:  # A9: the client learns the model call is over
+        if ev.cancelled and self._attach:  # A9: the client learns the model call is over
             marker = m.chunk_json("text", "", self._last_streamed or ev.call_id)
             marker["_meta"] = {f"{META}modelCall": {"id": ev.call_id, "status": "cancelled"}}
             self._emit(Live(None, marker))
@@ -440,6 +459,14 @@ class Hub:
             history.append(msg)
         elif ev.index < len(history):
             history[ev.index] = msg
+        if not self._attach:  # stdio: a user message the client did not send shows
+            if isinstance(msg, ChatMessageUser) and (self._echo is None or self._echo(msg)):
+                for chunk in m.user_chunks(msg):
+                    self._emit(Live(None, serialize_params(chunk), _text_size(msg)))
+            elif isinstance(msg, ChatMessageAssistant) and msg.id not in self._shown:
+                self._remember_shown(msg.id)
+                self._whole(msg)
+            return
         if isinstance(msg, ChatMessageUser | ChatMessageSystem):
             meta = {f"{META}role": msg.role}
             if isinstance(msg, ChatMessageUser) and msg.source:
@@ -474,13 +501,16 @@ class Hub:
 
     def _turn(self, state: str) -> None:
         self.turn_state = state
-        self._emit(self._turn_state_note())
-        self._changed()
+        if self._attach:
+            self._emit(self._turn_state_note())
+            self._changed()
 
     def _turn_state_note(self) -> Live:
         return Live("_agent_channel/turn_state", {"state": self.turn_state})
 
     def _queue_changed(self) -> None:
+        if not self._attach:
+            return
         queue = [q.as_json() for q in self.queue.values()]
         self._emit(Live("_agent_channel/queue", {"messages": queue}, 64 * len(queue)))
         self._changed()
@@ -490,6 +520,10 @@ class Hub:
             return
         self.finished = ev
         self.parked = None
+        if not self._attach:
+            self._release()
+            self.ended.set()
+            return
         self._close_unfinished("the execution ended")
         final = "cancelled" if ev.stop_reason == "cancelled" else self.turn_state
         if final in ("idle", "started"):
@@ -555,15 +589,15 @@ class Hub:
         if self._replay:
             self._push_slot(_Slot(self.seq, dict(update)))
 
-    def _card(self, update: dict[str, Any], tool_call_id: str) -> None:
+    def _card(self, update: dict[str, Any], tool_call_id: str, *, keep: bool = False) -> None:
         self.seq += 1
         if self._replay:
             slot = _Slot(self.seq, dict(update))
             self._push_slot(slot)
             self._card_slots[tool_call_id] = slot
-        self._emit(Live(None, update, 256))
+        self._emit(Live(None, update, 256, keep))
 
-    def _update_card(self, update: Any, tool_call_id: str) -> None:
+    def _update_card(self, update: Any, tool_call_id: str, *, keep: bool = False) -> None:
         if not isinstance(update, dict):
             update = serialize_params(update)
         slot = self._card_slots.get(tool_call_id)
@@ -576,7 +610,7 @@ class Hub:
         else:
             self._record(update)  # pyright: ignore[reportUnknownArgumentType]
         size = sum(len(str(v)) for v in update.values())  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-        self._emit(Live(None, update, size))  # pyright: ignore[reportUnknownArgumentType]
+        self._emit(Live(None, update, size, keep))  # pyright: ignore[reportUnknownArgumentType]
 
     def _push_slot(self, slot: _Slot) -> None:
         ring = self._ring
