@@ -45,7 +45,7 @@ from . import _mapping as m
 from ._binding import Binding
 from ._hub import META, Hub, not_attachable
 from ._outbox import RUN_MAX
-from ._server import initialize_response, not_found
+from ._server import initialize_response, not_found, shadowed_names
 from ._session import BACKLOG_LIMIT
 from ._transport import LineTransport
 
@@ -59,14 +59,6 @@ SUMMARY_TEXT = 200
 """Characters of a message's text in a summary."""
 
 _WATCHED = frozenset({"session/new", "session/load", "session/prompt"})
-_METHODS = {
-    "initialize": "initialize",
-    "session/new": "new_session",
-    "session/load": "load_session",
-    "session/prompt": "prompt",
-    "session/cancel": "cancel",
-    "session/close": "close_session",
-}
 
 
 class AttachServer:
@@ -196,7 +188,7 @@ class AttachServer:
         transport = LineTransport(
             reader,
             writer,
-            shadowed=client.shadowed_names(),
+            shadowed=shadowed_names(client),
             watch=_WATCHED,
             on_response=client.answered,
         )
@@ -516,14 +508,6 @@ class _Client:
             self._open_later(binding.wire_id, None, binding.observe, f"Not a choice: {text!r}.\n")
             return
         self._open_later(binding.wire_id, hub, binding.observe)
-
-    def shadowed_names(self) -> dict[str, frozenset[str]]:
-        out: dict[str, frozenset[str]] = {}
-        for method, attr in _METHODS.items():
-            params = inspect.signature(getattr(self, attr)).parameters
-            names = {n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
-            out[method] = frozenset(names | {"self"})
-        return out
 
 
 _EXT: dict[str, Callable[[_Client, dict[str, Any]], Awaitable[dict[str, Any]]]] = {

@@ -52,6 +52,16 @@ _METHODS = {
 _FORGOTTEN = 1024  # ids of sessions no longer kept, remembered to say so (bounded)
 
 
+def shadowed_names(handler: object) -> dict[str, frozenset[str]]:
+    """Per method, the handler's parameter names that a ``_meta`` key must not replace."""
+    out: dict[str, frozenset[str]] = {}
+    for method, attr in _METHODS.items():
+        params = inspect.signature(getattr(handler, attr)).parameters
+        names = {n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
+        out[method] = frozenset(names | {"self"})
+    return out
+
+
 def not_found(session_id: str, why: str) -> RequestError:
     """ACP's "resource not found" (-32002), which clients treat as "no such session"."""
     data = {"reason": f"session {session_id!r}: {why}", "sessionId": session_id}
@@ -239,13 +249,7 @@ class AcpServer:
                 session.open()
 
     def shadowed_names(self) -> dict[str, frozenset[str]]:
-        """Per method, the handler's parameter names that a ``_meta`` key must not replace."""
-        out: dict[str, frozenset[str]] = {}
-        for method, attr in _METHODS.items():
-            params = inspect.signature(getattr(self, attr)).parameters
-            names = {n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
-            out[method] = frozenset(names | {"self"})
-        return out
+        return shadowed_names(self)
 
     async def shutdown(self) -> None:
         """End every execution (EOF on the transport)."""
