@@ -246,14 +246,25 @@ async def gate(name: str) -> str:
     return f"gate {name} opened"
 
 
+@tool(kind="read", title="Big: {size}")
+async def big(size: int) -> str:
+    """Return ``size`` characters.
+
+    Args:
+        size: How many.
+    """
+    return "x" * size
+
+
 def attach_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) -> ScriptItem:
     """``script`` plus ``gate=NAME`` (wait at that gate), ``gates=A,B`` (two gates in one
-    message), ``helper`` (a nested agent as a tool) and ``say=WORD`` (answer ``WORD``)."""
+    message), ``helper`` (a nested agent as a tool), ``big=N`` (a tool returning N
+    characters) and ``say=WORD`` (answer ``WORD``)."""
     u = max((i for i, m in enumerate(messages) if isinstance(m, ChatMessageUser)), default=-1)
     text = messages[u].text if u >= 0 else ""
     answered = [m for m in messages[u + 1 :] if isinstance(m, ChatMessageTool)]
     words = text.split()
-    if not any(w.startswith(("gate=", "gates=", "say=")) or w == "helper" for w in words):
+    if not any(w.startswith(("gate=", "gates=", "say=", "big=")) or w == "helper" for w in words):
         return script(messages, tools)
     for word in words:
         if word.startswith("gate=") and not answered:
@@ -263,6 +274,8 @@ def attach_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) ->
             return call(tool_call("gate", name=a), tool_call("gate", name=b), content="two gates")
         if word == "helper" and not answered:
             return call(tool_call("helper", input="inner work"), content="asking the helper")
+        if word.startswith("big=") and not answered:
+            return call(tool_call("big", size=int(word[4:])), content="a big one")
         if word.startswith("say=") and not answered:
             return reply(word[4:])
     if answered:
@@ -282,7 +295,7 @@ def attach_agent(model: str | None = None) -> Body:
     helper = as_tool(inner, name="helper", description="A nested agent.")
     agent = react(
         model=_AttachModel(),
-        tools=(*TOOLS, gate, helper),
+        tools=(*TOOLS, gate, big, helper),
         prompt="You are a test agent.",
         submit=False,
         max_turn_requests=5,

@@ -207,10 +207,12 @@ class AttachServer:
                 await asyncio.shield(conn.close())
 
     async def aclose(self) -> None:
-        """End every execution this server started and stop watching the others."""
+        """End every execution this server started (their clients get the final turn_state
+        and ``session_ended``) and stop watching the others."""
+        for hub in list(self._hubs.values()):
+            if hub.running and hub.ending is not None:
+                hub.ending()
         runs = list(self._runs)
-        for task in runs:
-            task.cancel()
         if runs:
             await asyncio.wait(runs, timeout=1.0)
         for hub in self._hubs.values():

@@ -76,6 +76,7 @@ class Binding:
         """Asked to observe only (or the execution cannot be driven)."""
         self.dropped = False
         self._outbox: Outbox[Any] = Outbox(backlog_limit)
+        self._sheds = 0
         self._sender: asyncio.Task[None] | None = None
         self._gone = asyncio.Event()
 
@@ -102,11 +103,14 @@ class Binding:
             f"{META}bound": {"executionId": hub.id, "interactive": interactive},
             f"{META}interactive": interactive,
         }
-        self.live(Live(None, confirm))
-        self.live(Live(None, {"sessionUpdate": "session_info_update", "title": hub.title}))
+        # The preamble is kept whatever the backlog (the client asked for it): it costs at
+        # most the ring's bytes (``_hub.REPLAY_BYTES``) on top of the backlog limit.
+        self.live(Live(None, confirm, keep=True))
+        info = {"sessionUpdate": "session_info_update", "title": hub.title}
+        self.live(Live(None, info, keep=True))
         for update in replay:
-            self.live(Live(None, update))
-        self.live(snapshot)
+            self.live(Live(None, update, keep=True))
+        self.live(Live(snapshot.method, snapshot.payload, keep=True))
 
     def leave(self) -> None:
         """The client went away or bound elsewhere: stop receiving, move approvals on."""
@@ -190,8 +194,10 @@ class Binding:
         return self._sender is None and not self._outbox and self.peer.writer.ready()
 
     def _queued(self) -> None:
-        if self._outbox.sheds and not self.dropped:
-            self._drop()
+        if self._outbox.sheds != self._sheds:  # it overflowed just now
+            self._sheds = self._outbox.sheds
+            if not self.dropped:
+                self._drop()
         self._kick()
 
     def _drop(self) -> None:

@@ -73,6 +73,8 @@ OPTIONS = [
 ]
 REPLAY = 100
 """Updates the ring keeps for replay by default (A6)."""
+REPLAY_BYTES = 2 * 1024 * 1024
+"""Bytes of updates the ring keeps at most, whatever ``replay`` says (its oldest go first)."""
 QUEUE_TEXT = 2000
 """Characters of a queued message's text that ``_agent_channel/queue`` shows."""
 META = "agent_channel."
@@ -169,6 +171,7 @@ class Hub:
         # the stream
         self.seq = 0
         self._ring: deque[_Slot] = deque()
+        self._ring_bytes = 0
         self._card_slots: dict[str, _Slot] = {}
         self.cards: dict[str, tuple[str, ToolKind]] = {}
         """Each tool call's title and kind, as its live card showed them (S16)."""
@@ -576,6 +579,8 @@ class Hub:
             last.parts.append(text)
             last.size += len(text)
             last.seq = self.seq
+            self._ring_bytes += len(text)
+            self._trim()
         elif self._replay:
             update = m.chunk_json(kind, "", message_id)
             self._push_slot(_Slot(self.seq, update, [text], len(text)))
@@ -587,12 +592,12 @@ class Hub:
         """Keep ``update`` in the ring (a card's later updates merge into it instead)."""
         self.seq += 1
         if self._replay:
-            self._push_slot(_Slot(self.seq, dict(update)))
+            self._push_slot(_Slot(self.seq, dict(update), size=_size(update)))
 
     def _card(self, update: dict[str, Any], tool_call_id: str, *, keep: bool = False) -> None:
         self.seq += 1
         if self._replay:
-            slot = _Slot(self.seq, dict(update))
+            slot = _Slot(self.seq, dict(update), size=_size(update))
             self._push_slot(slot)
             self._card_slots[tool_call_id] = slot
         self._emit(Live(None, update, 256, keep))
@@ -607,16 +612,26 @@ class Hub:
             for key, value in update.items():  # pyright: ignore[reportUnknownVariableType]
                 if key != "sessionUpdate":
                     slot.update[key] = value
+            grown = _size(slot.update)
+            self._ring_bytes += grown - slot.size
+            slot.size = grown
+            self._trim()
         else:
             self._record(update)  # pyright: ignore[reportUnknownArgumentType]
-        size = sum(len(str(v)) for v in update.values())  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        size = _size(update)  # pyright: ignore[reportUnknownArgumentType]
         self._emit(Live(None, update, size, keep))  # pyright: ignore[reportUnknownArgumentType]
 
     def _push_slot(self, slot: _Slot) -> None:
+        self._ring.append(slot)
+        self._ring_bytes += slot.size
+        self._trim()
+
+    def _trim(self) -> None:
+        """Keep the ring within ``replay`` slots and :data:`REPLAY_BYTES` (the newest stays)."""
         ring = self._ring
-        ring.append(slot)
-        while len(ring) > self._replay:
+        while len(ring) > self._replay or (self._ring_bytes > REPLAY_BYTES and len(ring) > 1):
             old = ring.popleft()
+            self._ring_bytes -= old.size
             tool_call_id = old.update.get("toolCallId")
             if tool_call_id is not None and self._card_slots.get(tool_call_id) is old:
                 del self._card_slots[tool_call_id]
@@ -651,6 +666,11 @@ class Hub:
         self._release()
         if self._release_approvals is not None:
             self._release_approvals()
+
+
+def _size(update: dict[str, Any]) -> int:
+    """About how many bytes an update holds (what the ring and outboxes count)."""
+    return sum(len(v) if isinstance(v, str) else len(str(v)) for v in update.values())
 
 
 def _text_size(msg: ChatMessage) -> int:
