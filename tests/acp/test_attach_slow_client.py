@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from attach_harness import bound, card_status, serving, tool_ids
 from conftest import GUARD
@@ -33,8 +34,8 @@ async def test_attach_slow_client_is_dropped_with_a_reason_and_reattaches() -> N
         writer.transport.pause_reading()  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
         c, sid = await bound(server)
         with anyio.fail_after(GUARD):
-            while (await c.ext("list"))["executions"][0]["clients"] < 2:  # noqa: ASYNC110
-                await anyio.sleep(0)  # (a condition only the server can observe: poll it)
+            while (await c.ext("list"))["executions"][0]["clients"] < 2:
+                await anyio.lowlevel.checkpoint()  # (a condition only the server can observe: poll it)
         for i in range(30):  # the reading client keeps its pace throughout
             await c.prompt(sid, f"big={BIG} round {i}")
             await c.until(lambda i=i: len(tool_ids(c, sid)) == i + 1)
