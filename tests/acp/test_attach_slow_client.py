@@ -35,7 +35,7 @@ async def test_attach_slow_client_is_dropped_with_a_reason_and_reattaches() -> N
         c, sid = await bound(server)
         with anyio.fail_after(GUARD):
             while (await c.ext("list"))["executions"][0]["clients"] < 2:
-                await anyio.lowlevel.checkpoint()  # (a condition only the server can observe: poll it)
+                await anyio.lowlevel.checkpoint()  # only the server sees it: poll
         for i in range(30):  # the reading client keeps its pace throughout
             await c.prompt(sid, f"big={BIG} round {i}")
             await c.until(lambda i=i: len(tool_ids(c, sid)) == i + 1)
