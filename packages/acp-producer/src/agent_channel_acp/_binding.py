@@ -25,13 +25,14 @@ from acp.schema import PermissionOption, ToolCallUpdate
 from . import _mapping as m
 from ._hub import META, Chunk, Live
 from ._outbox import Outbox, Shed, Text
+from ._transport import encode
 
 if TYPE_CHECKING:
     from ._hub import Hub
 
 log = logging.getLogger("agent_channel_acp")
 
-_UPDATE = "session/update"
+_UPDATE_HEAD = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
 
 
 class Writer(Protocol):
@@ -39,7 +40,9 @@ class Writer(Protocol):
 
     def ready(self) -> bool: ...
 
-    def write_frame(self, message: dict[str, Any]) -> None: ...
+    def write_bytes(self, data: bytes) -> None: ...
+
+    def write_soon(self, data: bytes) -> None: ...
 
     async def drain(self) -> None: ...
 
@@ -70,7 +73,10 @@ class Binding:
 
     def __init__(self, wire_id: str, peer: Peer, *, backlog_limit: int) -> None:
         self.wire_id = wire_id
+        self._sid = encode(wire_id)
+        self._update_head = _UPDATE_HEAD + self._sid + b',"update":'
         self.peer = peer
+        self._writer = peer.writer
         self.hub: Hub | None = None
         self.observe = False
         """Asked to observe only (or the execution cannot be driven)."""
@@ -131,7 +137,12 @@ class Binding:
 
     def chunk(self, chunk: Chunk) -> None:
         if self._clear():
-            self._write(self._frame_chunk(chunk.message_id, chunk.kind, chunk.text))
+            update = chunk.encoded
+            if update is None:
+                update = chunk.encoded = encode(
+                    m.chunk_json(chunk.kind, chunk.text, chunk.message_id)
+                )
+            self._write(self._update_head + update + b"}}\n")
             return
         self._outbox.text(chunk.message_id, chunk.kind, chunk.text)
         self._queued()
@@ -191,7 +202,7 @@ class Binding:
     # -- writing -------------------------------------------------------------------------
 
     def _clear(self) -> bool:
-        return self._sender is None and not self._outbox and self.peer.writer.ready()
+        return self._sender is None and not self._outbox and self._writer.ready()
 
     def _queued(self) -> None:
         if self._outbox.sheds != self._sheds:  # it overflowed just now
@@ -215,7 +226,7 @@ class Binding:
             )
 
     async def _send_loop(self) -> None:
-        outbox, writer = self._outbox, self.peer.writer
+        outbox, writer = self._outbox, self._writer
         try:
             while outbox:
                 entry = outbox.popleft()
@@ -227,7 +238,7 @@ class Binding:
                     if self.peer.gone:
                         break
                     try:
-                        writer.write_frame(frame)
+                        writer.write_bytes(frame)
                         await writer.drain()
                     except ConnectionError:
                         break
@@ -238,7 +249,7 @@ class Binding:
                 if isinstance(entry, _Barrier) and not entry.done.done():
                     entry.done.set_result(None)
 
-    def _frames(self, entry: Live | Text | Shed) -> list[dict[str, Any]]:
+    def _frames(self, entry: Live | Text | Shed) -> list[bytes]:
         if isinstance(entry, Text):
             return [self._frame_chunk(entry.message_id, entry.kind, entry.text)]
         if isinstance(entry, Shed):
@@ -253,27 +264,23 @@ class Binding:
             ]
         return [self._frame(entry)]
 
-    def _write(self, frame: dict[str, Any]) -> None:
+    def _write(self, frame: bytes) -> None:
         with contextlib.suppress(ConnectionError):  # the connection's end detaches us
-            self.peer.writer.write_frame(frame)
+            self._writer.write_soon(frame)
 
-    def _frame(self, live: Live) -> dict[str, Any]:
+    def _frame(self, live: Live) -> bytes:
+        """``live`` as this session's frame: its payload is encoded once for all bindings."""
+        payload = live.encoded
+        if payload is None:
+            payload = live.encoded = encode(live.payload)
         if live.method is None:
-            params = {"sessionId": self.wire_id, "update": live.payload}
-            return {"jsonrpc": "2.0", "method": _UPDATE, "params": params}
-        return {
-            "jsonrpc": "2.0",
-            "method": live.method,
-            "params": {"sessionId": self.wire_id, **live.payload},
-        }
+            return self._update_head + payload + b"}}\n"
+        head = b'{"jsonrpc":"2.0","method":' + encode(live.method) + b',"params":{"sessionId":'
+        rest = b"," + payload[1:] if len(payload) > 2 else b"}"
+        return head + self._sid + rest + b"}\n"
 
-    def _frame_chunk(self, message_id: str, kind: str, text: str) -> dict[str, Any]:
-        update = m.chunk_json(kind, text, message_id)
-        return {
-            "jsonrpc": "2.0",
-            "method": _UPDATE,
-            "params": {"sessionId": self.wire_id, "update": update},
-        }
+    def _frame_chunk(self, message_id: str, kind: str, text: str) -> bytes:
+        return self._update_head + encode(m.chunk_json(kind, text, message_id)) + b"}}\n"
 
 
 def _fresh(prefix: str) -> str:

@@ -93,6 +93,8 @@ class Live:
     size: int = 0
     keep: bool = False
     """Never shed (approval cards: the request that follows refers to them)."""
+    encoded: bytes | None = None
+    """``payload`` as JSON, made once for every binding that writes it."""
 
 
 @dataclass(slots=True)
@@ -102,6 +104,8 @@ class Chunk:
     message_id: str
     kind: str
     text: str
+    encoded: bytes | None = None
+    """The chunk's update as JSON, made once for every binding that writes it."""
 
 
 @dataclass(slots=True)

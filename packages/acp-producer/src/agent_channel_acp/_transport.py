@@ -91,6 +91,8 @@ class LineTransport:
         self._answered = asyncio.Event()
         self._closed = False
         self._gone = False
+        self._transport = writer.transport
+        self._batch: list[bytes] = []  # write_soon's frames, out at the end of this loop step
 
     async def receive(self) -> dict[str, Any] | None:
         """The next well-formed JSON-RPC object, or None at end of stream."""
@@ -150,7 +152,7 @@ class LineTransport:
 
     def ready(self) -> bool:
         """True when a frame written now goes straight out: open, and nothing left buffered."""
-        return not self._closed and self._writer.transport.get_write_buffer_size() == 0
+        return not self._closed and self._transport.get_write_buffer_size() == 0
 
     async def drain(self) -> None:
         """Wait while the peer is not reading (the stream's high-water mark is passed)."""
@@ -166,16 +168,49 @@ class LineTransport:
         Frames written here and by :meth:`send` reach the wire in call order: both
         append to the same stream writer, synchronously.
         """
+        self.write_bytes(encode(message) + b"\n")
+
+    def write_bytes(self, data: bytes) -> None:
+        """Write one encoded frame (newline included) now, after anything ``write_soon`` holds."""
         if self._closed or self._writer.transport.is_closing():
             self._lost()
             raise ConnectionError("the client is gone")
-        data = json.dumps(message, separators=(",", ":"), default=str).encode() + b"\n"
+        if self._batch:
+            self._flush_batch()
         self._writer.write(data)
+
+    def write_soon(self, data: bytes) -> None:
+        """Write one encoded frame at the end of this loop step, with the others written so.
+
+        The frames of an execution's burst, fanned out to many clients, then cost each
+        client one write call instead of one each. Order with every other write is kept:
+        any direct write sends the held frames first.
+        """
+        if self._closed or self._gone:
+            raise ConnectionError("the client is gone")
+        if not self._batch:
+            asyncio.get_running_loop().call_soon(self._flush_batch)
+        self._batch.append(data)
+
+    def _flush_batch(self) -> None:
+        batch = self._batch
+        if not batch:
+            return
+        data = b"".join(batch)
+        batch.clear()
+        if self._closed or self._writer.transport.is_closing():
+            self._lost()
+            return
+        try:
+            self._writer.write(data)
+        except (ConnectionError, OSError):
+            self._lost()
 
     async def close(self) -> None:
         if self._closed:
             return
         await self._settle(lambda method: True, CLOSE_GRACE)
+        self._flush_batch()
         self._closed = True
         await self._flush(CLOSE_GRACE)
         try:
@@ -254,6 +289,7 @@ class LineTransport:
         if self._closed or self._gone:
             return
         try:
+            self._flush_batch()
             self._writer.write(_error_frame(msg_id, code, text, data))
             await self._writer.drain()
         except ConnectionError:
@@ -334,6 +370,11 @@ class LineTransport:
                     return b"".join(parts)
                 over.size = size - chunk.endswith(b"\n")
                 return over
+
+
+def encode(value: object) -> bytes:
+    """Compact JSON, as every frame is written (anything else serialised with ``str``)."""
+    return json.dumps(value, separators=(",", ":"), default=str).encode()
 
 
 _TOKEN = re.compile(rb'\s*("(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+)')
