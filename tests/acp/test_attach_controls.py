@@ -45,11 +45,6 @@ async def test_a19_messages_envelope_tail_all_full() -> None:
         assert set(done) == ENVELOPE and done["status"] == "finished"
 
 
-@pytest.mark.xfail(
-    reason="needs the react loop to run each top-level tool in ch.region(call.id) "
-    "(the react branch lands it)",
-    strict=False,
-)
 async def test_a22_cancel_one_tool_call_turn_goes_on() -> None:
     async with serving("--input", "gates=a,b start") as server:
         c, sid = await bound(server)
