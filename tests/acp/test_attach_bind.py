@@ -188,3 +188,19 @@ async def test_a6_replay_holds_the_most_recent_n() -> None:
         _, replay, _ = preamble(c, sid)
         assert len(replay) == 4
         assert replay[0]["_meta"].get("agent_channel.role") != "system"  # the oldest fell off
+
+
+async def test_a6_a_card_older_than_the_replay_comes_before_its_update() -> None:
+    """The ring keeps one update here: a client binding after both gates' cards got only the
+    newer one; the older call's final update comes after a minimal card for it, never as an
+    update for a call the client does not know (``cards`` asserts that)."""
+    async with serving("--input", "gates=a,b start", "--replay", "1") as server:
+        c = await server.connect()
+        sid = await c.new()
+        await c.until(lambda: c.rec.states(sid))
+        _, replay, _ = preamble(c, sid)
+        assert [u.get("toolCallId") for u in replay] == ["call_2"]  # call_1 left the ring
+        server.open("a")
+        await c.until(lambda: cards(c, sid).get("call_1") == "completed")
+        assert cards(c, sid)["call_2"] == "in_progress"
+        server.open("b")

@@ -83,6 +83,8 @@ class Binding:
         self.dropped = False
         self._outbox: Outbox[Any] = Outbox(backlog_limit)
         self._sheds = 0
+        self._bound_at = 0
+        self._cards: set[str] = set()  # tool calls whose card this session got or needs not
         self._sender: asyncio.Task[None] | None = None
         self._gone = asyncio.Event()
 
@@ -101,6 +103,8 @@ class Binding:
         """Called by :meth:`Hub.bind`: the preamble, in order, then the live stream (A5)."""
         self.hub = hub
         self.dropped = False
+        self._bound_at = hub.seq
+        self._cards = {u["toolCallId"] for u in replay if u["sessionUpdate"] == "tool_call"}
         interactive = self.is_driver
         verb = "Bound to" if interactive else "Observing"
         note = "" if interactive else " (observe-only)"
@@ -148,11 +152,24 @@ class Binding:
         self._queued()
 
     def live(self, live: Live) -> None:
+        if live.card is not None and live.card not in self._cards:
+            self._card_first(live.card)
         if self._clear():
             self._write(self._frame(live))
             return
         self._outbox.put(live, live.size, keep=live.keep)
         self._queued()
+
+    def _card_first(self, tool_call_id: str) -> None:
+        """An update for a card this session never got (it left the ring before the bind):
+        a minimal card first, so no update names a call the client does not know."""
+        self._cards.add(tool_call_id)
+        hub = self.hub
+        if hub is None or hub.card_seq.get(tool_call_id, 0) > self._bound_at:
+            return  # its card came live
+        title, kind = hub.cards.get(tool_call_id, (tool_call_id, "other"))
+        card = m.tool_start(tool_call_id, title=title, kind=kind, raw_input=None)
+        self.live(Live(None, m.as_json(card), keep=True))
 
     def say(self, text: str) -> None:
         """A line of our own (the picker) on this session's stream."""

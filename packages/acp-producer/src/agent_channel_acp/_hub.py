@@ -95,6 +95,9 @@ class Live:
     """Never shed (approval cards: the request that follows refers to them)."""
     encoded: bytes | None = None
     """``payload`` as JSON, made once for every binding that writes it."""
+    card: str | None = None
+    """For a card's later update: its tool call id (a binding that never got the card
+    gets a minimal one first)."""
 
 
 @dataclass(slots=True)
@@ -179,6 +182,8 @@ class Hub:
         self._card_slots: dict[str, _Slot] = {}
         self.cards: dict[str, tuple[str, ToolKind]] = {}
         """Each tool call's title and kind, as its live card showed them (S16)."""
+        self.card_seq: dict[str, int] = {}
+        """The sequence number of each tool call's card (newer binds got it live)."""
         self._announced: set[str] = set()
         self._unfinished: set[str] = set()
         self._shown: OrderedDict[str, None] = OrderedDict()
@@ -600,6 +605,7 @@ class Hub:
 
     def _card(self, update: dict[str, Any], tool_call_id: str, *, keep: bool = False) -> None:
         self.seq += 1
+        self.card_seq[tool_call_id] = self.seq
         if self._replay:
             slot = _Slot(self.seq, dict(update), size=_size(update))
             self._push_slot(slot)
@@ -623,7 +629,7 @@ class Hub:
         else:
             self._record(update)  # pyright: ignore[reportUnknownArgumentType]
         size = _size(update)  # pyright: ignore[reportUnknownArgumentType]
-        self._emit(Live(None, update, size, keep))  # pyright: ignore[reportUnknownArgumentType]
+        self._emit(Live(None, update, size, keep, card=tool_call_id))  # pyright: ignore[reportUnknownArgumentType]
 
     def _push_slot(self, slot: _Slot) -> None:
         self._ring.append(slot)
