@@ -273,7 +273,8 @@ def attach_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) ->
             a, b = word[6:].split(",")
             return call(tool_call("gate", name=a), tool_call("gate", name=b), content="two gates")
         if word == "helper" and not answered:
-            return call(tool_call("helper", input="inner work"), content="asking the helper")
+            inner = " ".join(w for w in words if w.startswith("gate=")) or "inner work"
+            return call(tool_call("helper", input=inner), content="asking the helper")
         if word.startswith("big=") and not answered:
             return call(tool_call("big", size=int(word[4:])), content="a big one")
         if word.startswith("say=") and not answered:
@@ -284,6 +285,10 @@ def attach_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) ->
 
 
 def _inner_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) -> ScriptItem:
+    """The nested agent: ``gate=NAME`` waits at that gate first; then it answers."""
+    text = messages[-1].text if messages else ""
+    if text.startswith("gate=") and messages[-1].role == "user":
+        return call(tool_call("gate", name=text[5:]), content="inner waits")
     return reply("inner secret text")
 
 
@@ -291,7 +296,9 @@ def attach_agent(model: str | None = None) -> Body:
     """The attach suite's interactive agent: ``attach_script`` on the streaming test model."""
     from agent_channel_react import as_tool
 
-    inner = react(model=ScriptedModel(_inner_script), submit=False, prompt="inner agent")
+    inner = react(
+        model=ScriptedModel(_inner_script), tools=(gate,), submit=False, prompt="inner agent"
+    )
     helper = as_tool(inner, name="helper", description="A nested agent.")
     agent = react(
         model=_AttachModel(),

@@ -179,3 +179,29 @@ async def test_a27_many_executions_each_its_own_stream() -> None:
         assert "only-for-seven" not in str(c.rec.wire)
         assert "only-for-three" not in str(other.rec.wire)
         assert {f["params"]["sessionId"] for f in c.rec.wire if "method" in f} <= {one, pick}
+
+
+async def test_a18_cancel_stops_the_whole_nested_run() -> None:
+    async with serving("--input", "helper gate=h1") as server:
+        c, sid = await bound(server)
+        await c.until(lambda: tool_ids(c, sid))
+        helper = tool_ids(c, sid)[0]
+        await c.cancel(sid)
+        await c.until(lambda: c.rec.states(sid)[-1:] == ["cancelled"])
+        assert card_status(c, sid, helper) == "failed"
+        assert "inner waits" not in c.rec.texts(sid)  # the inner run never showed
+        await c.prompt(sid, "say=after")
+        await c.until(lambda: c.rec.texts(sid).endswith("after"))
+
+
+async def test_a22_cancelling_a_tool_call_that_runs_a_sub_agent_stops_it() -> None:
+    async with serving("--input", "helper gate=h1") as server:
+        c, sid = await bound(server)
+        await c.until(lambda: tool_ids(c, sid))
+        helper = tool_ids(c, sid)[0]
+        assert await c.ext("cancel_tool_call", sessionId=sid, toolCallId=helper) == {
+            "cancelled": True
+        }
+        await c.until(lambda: card_status(c, sid, helper) == "failed")
+        await c.until(lambda: "results:" in c.rec.texts(sid))  # the turn went on
+        assert "cancelled" not in c.rec.states(sid)
