@@ -3,8 +3,8 @@
 A client that stops reading must cost memory that follows the text waiting for it, not
 the number of pieces it was streamed in, and never more than a stated cap (S14). The
 outbox knows nothing of ACP or of sessions: entries are opaque to it, except runs of
-text, which it merges itself. Today one session's stream uses it; in attach mode each
-client binding gets one.
+text, which it merges itself. Each stdio session and each attach-mode
+client binding has one (``sheds`` counts overflows: attach mode drops the client then).
 
 - Consecutive text of one message and one kind merges into one :class:`Text` run while
   queued, up to :data:`RUN_MAX` characters a run (so a run stays a reasonable frame).
