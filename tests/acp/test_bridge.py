@@ -14,11 +14,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-
-pytest.importorskip(
-    "agent_channel_acp._attach", reason="the attach server (branch acp-hub) has not landed"
-)
-
 from acp import spawn_agent_process, text_block
 from acp.client.connection import ClientSideConnection
 from conftest import GUARD, HERE, Recorder

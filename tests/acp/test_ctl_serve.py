@@ -9,11 +9,6 @@ import stat
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip(
-    "agent_channel_acp._attach", reason="the attach server (branch acp-hub) has not landed"
-)
-
 from serving import ctl, execution, messages, serving, wait_for
 
 AGENT = ("--agent", "agents:react_agent")

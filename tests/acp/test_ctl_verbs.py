@@ -13,11 +13,6 @@ from typing import Any
 
 import anyio
 import pytest
-
-pytest.importorskip(
-    "agent_channel_acp._attach", reason="the attach server (branch acp-hub) has not landed"
-)
-
 from acp.client.connection import ClientSideConnection
 from conftest import GUARD, HERE, Recorder
 from serving import (

@@ -177,7 +177,7 @@ def serve_command(
     as_json: bool,
 ) -> int:
     """``agent-channel-acp serve``: run ``count`` executions until SIGINT/SIGTERM; exit status."""
-    from ._attach import AttachServer  # pyright: ignore[reportMissingImports]  (until acp-hub lands)
+    from ._attach import AttachServer
 
     bodies: list[Callable[[], Awaitable[Any]]] = []
     for _ in range(count):
