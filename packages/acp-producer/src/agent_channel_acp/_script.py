@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 from ._console._link import Link, LinkError
 from ._console._state import Entry, State
@@ -32,6 +32,9 @@ STEP_SECONDS = 60.0
 FIRST = "What are you working on?"
 REDIRECT = "Change of plan: brief me on operator consoles instead."
 SECOND_THOUGHT = "Also add a section on pricing."
+
+
+T = TypeVar("T")
 
 
 class ScriptFailed(Exception):
@@ -50,12 +53,12 @@ class _Player:
         self.out.write(text + "\n")
         self.out.flush()
 
-    async def until(self, what: str, check: Callable[[], object]) -> object:
+    async def until(self, what: str, check: Callable[[], T | None]) -> T:
         try:
             async with asyncio.timeout(STEP_SECONDS):
                 while True:
                     found = check()
-                    if found:
+                    if found is not None and found is not False and found != "":
                         return found
                     self._changed.clear()
                     await self._changed.wait()
@@ -66,6 +69,13 @@ class _Player:
         running = self.state.running_tools()
         return running[-1] if running else None
 
+    def _other_tool(self, old: Entry) -> Callable[[], Entry | None]:
+        def check() -> Entry | None:
+            tool = self.running_tool()
+            return tool if tool is not None and tool.key != old.key else None
+
+        return check
+
     def card(self, key: str) -> Entry:
         return self.state.entries[key]
 
@@ -75,7 +85,6 @@ class _Player:
         self.say(f"attached to {state.title or state.execution_id} as {state.role}")
 
         tool = await self.until("the agent's first tool call", self.running_tool)
-        assert isinstance(tool, Entry)
         self.say(f"the agent works on its task: {tool.title} is running")
 
         self.say(f"operator sends: {FIRST!r} (while the agent works)")
@@ -94,11 +103,7 @@ class _Player:
         await self.until("the echo of the message", lambda: local.key not in state.entries)
         self.say("  the agent read the message at its next step: its echo replaced the queued line")
 
-        tool = await self.until(
-            "the tool call for the message",
-            lambda: (t := self.running_tool()) is not None and t.key != tool.key and t,
-        )
-        assert isinstance(tool, Entry)
+        tool = await self.until("the tool call for the message", self._other_tool(tool))
         self.say(f"the agent runs {tool.title}; operator interrupts the turn (Esc)")
         await link.cancel()
         await self.until("turn_state cancelled", lambda: state.turn == "cancelled")
@@ -107,12 +112,7 @@ class _Player:
 
         self.say(f"operator redirects: {REDIRECT!r}")
         await link.send(REDIRECT)
-        redirected = tool
-        tool = await self.until(
-            "the tool call for the redirect",
-            lambda: (t := self.running_tool()) is not None and t.key != redirected.key and t,
-        )
-        assert isinstance(tool, Entry)
+        tool = await self.until("the tool call for the redirect", self._other_tool(tool))
         self.say(f"  the agent follows it: {tool.title} is running")
 
         self.say(f"operator queues a second thought: {SECOND_THOUGHT!r}")
@@ -144,7 +144,7 @@ class _Player:
                 self.say("  " + entry.line().replace("\n", "\n    "))
 
 
-def _start_server(tool_seconds: float | None) -> tuple[subprocess.Popen[str], int]:
+def start_server(tool_seconds: float | None) -> tuple[subprocess.Popen[str], int]:
     env = dict(os.environ)
     if tool_seconds is not None:
         env["AGENT_CHANNEL_DEMO_TOOL_SECONDS"] = str(tool_seconds)
@@ -159,11 +159,11 @@ def _start_server(tool_seconds: float | None) -> tuple[subprocess.Popen[str], in
     try:
         return proc, int(json.loads(line)["pid"])
     except (ValueError, KeyError, TypeError):
-        _stop(proc)
+        stop_server(proc)
         raise ScriptFailed(f"serve --demo did not start (exit status {proc.poll()})") from None
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
+def stop_server(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -191,19 +191,19 @@ async def _play(pid: int, out: TextIO) -> None:
 
 def run_script(*, tool_seconds: float | None = None, out: TextIO | None = None) -> int:
     """Play the operator script against a fresh ``serve --demo``; the exit status."""
-    out = out or sys.stdout
-    out.write("agent-channel demo: an operator drives a running agent through ACP\n\n")
+    sink = out if out is not None else sys.stdout
+    sink.write("agent-channel demo: an operator drives a running agent through ACP\n\n")
     try:
-        proc, pid = _start_server(tool_seconds)
+        proc, pid = start_server(tool_seconds)
     except ScriptFailed as e:
         sys.stderr.write(f"agent-channel-acp: demo: {e}\n")
         return 1
     try:
-        asyncio.run(_play(pid, out))
+        asyncio.run(_play(pid, sink))
     except ScriptFailed as e:
         sys.stderr.write(f"agent-channel-acp: demo: {e}\n")
         return 1
     finally:
-        _stop(proc)
-    out.write("\ndemo finished: every step behaved as described\n")
+        stop_server(proc)
+    sink.write("\ndemo finished: every step behaved as described\n")
     return 0

@@ -32,7 +32,7 @@ from acp.schema import (
 )
 
 from .._ctl import EXT, describe_error, exec_id, executions_of, initialize_meta, open_stream
-from .._discovery import Record, live_records, runtime_dir
+from .._discovery import Record, RuntimeDirError, live_records, runtime_dir
 from ._state import State
 
 BACKOFF = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
@@ -193,10 +193,26 @@ class Link:
                 await conn.close()
             writer.close()
 
+    async def probe(self) -> None:
+        """Raise :class:`LinkError` now if no server runs or the target matches nothing
+        (the console says so in one line instead of opening to retry)."""
+
+        async def first(targets: list[Target]) -> Target:
+            return targets[0]
+
+        choose, self.choose = self.choose, first
+        try:
+            await self._find()
+        finally:
+            self.choose = choose
+
     async def _find(self) -> Target:
         """The execution to bind: the one watched before, the named one, the only one, or
         the picker's choice."""
-        records = live_records(runtime_dir(create=False))
+        try:
+            records = live_records(runtime_dir(create=False))
+        except RuntimeDirError as e:
+            raise LinkError(str(e)) from None
         if self.pid is not None:
             records = [r for r in records if r.pid == self.pid]
         if not records:

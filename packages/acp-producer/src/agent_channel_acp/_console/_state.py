@@ -141,10 +141,10 @@ class State:
     @property
     def activity(self) -> str:
         """working, idle, waiting for you, ended, or disconnected — for the header."""
-        if self.ended is not None:
-            return "ended"
         if self.connection != "connected":
             return self.connection
+        if self.ended is not None:
+            return "ended"
         if self.approval is not None:
             return "waiting for you (approval)"
         if self.turn == "started":
