@@ -80,6 +80,7 @@ class Console(App[None]):
         self.selected_tool: str | None = None
         self._views: dict[str, EntryView | ReasoningView] = {}
         self._dirty = True
+        self._shown: dict[str, str] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.frames = 0
         """Redraws so far (tests and the benchmark wait on them)."""
@@ -133,14 +134,21 @@ class Console(App[None]):
             for view in fresh:
                 view.refresh_entry(selected=view.entry.key == self.selected_tool)
         self._select_default()
-        self.query_one("#header", Static).update(header_markup(state))
-        self.query_one("#queue", Static).update(queue_markup(state))
-        approval = self.query_one("#approval", Static)
-        approval.update(approval_markup(state.approval))
-        approval.set_class(state.approval is not None, "active")
+        self._put("#header", header_markup(state))
+        self._put("#queue", queue_markup(state))
+        if self._put("#approval", approval_markup(state.approval)):
+            self.query_one("#approval").set_class(state.approval is not None, "active")
         if at_end:
             log.scroll_end(animate=False)
         self.frames += 1
+
+    def _put(self, selector: str, markup: str) -> bool:
+        """Update a panel only when its text changed (an update costs a layout)."""
+        if self._shown.get(selector) == markup:
+            return False
+        self._shown[selector] = markup
+        self.query_one(selector, Static).update(markup)
+        return True
 
     def _select_default(self) -> None:
         """Keep the selection on a running tool: the newest, unless one is chosen."""

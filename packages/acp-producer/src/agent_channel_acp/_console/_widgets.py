@@ -22,6 +22,8 @@ _WHO = {
     "queued": "[b $warning]queued[/] ▸ ",
     "note": "[i $secondary]— ",
 }
+SHOWN_TEXT = 3000
+"""Characters of one message drawn (its tail); the fold keeps more (``MAX_TEXT``)."""
 _STATUS_STYLE = {
     "pending": "$warning",
     "in_progress": "$accent",
@@ -46,7 +48,14 @@ def entry_markup(entry: Entry, *, selected: bool = False) -> str:
             lines.append(f"[dim]result:[/] {escape(entry.result[:2000])}")
         return "\n".join(lines)
     who = _WHO.get(entry.kind, "")
-    text = escape(entry.text.strip())
+    text = entry.text.strip()
+    if len(text) > SHOWN_TEXT:  # laying out a long text costs each frame: show its tail
+        cut = len(text) - SHOWN_TEXT
+        text = f"[dim](… {cut} characters before; `messages --full` has them)[/] " + escape(
+            text[cut:]
+        )
+    else:
+        text = escape(text)
     if entry.kind == "queued":
         text += " [dim](queued: the agent reads it at its next step)[/]"
     closing = "[/]" if entry.kind in ("system", "note") else ""
