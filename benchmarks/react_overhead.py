@@ -5,19 +5,26 @@
    process): inside a channel with a producer attached (a ref taken, so every
    turn runs in a real cancel scope), target ratio <= 1.05; and with that
    producer also subscribed (every event built and delivered), target <= 1.3.
+   ``breakdown`` says where the difference goes, measured in the same run: one
+   channel scope (each turn runs in one), one keyed region (each tool call runs in
+   one, so an operator can cancel it alone), and building and publishing the
+   events of one observed turn to a subscriber that does nothing.
 2. Interrupt of a blocking tool: from ``ref.interrupt()`` to the repaired
    conversation being ready (the repair result appended). Target p99 <= 1 ms.
 
 Both backends run in one invocation; ``ratios`` puts their figures side by side.
 
-Run: .venv/bin/python benchmarks/react_overhead.py [--backend asyncio|trio|both]
+Run: .venv/bin/python benchmarks/react_overhead.py [--backend asyncio|trio|both] [--profile]
+(``--profile``: the subscribed loop's top functions by own time, on stderr).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import itertools
 import json
+import pstats
 import statistics
 import sys
 import time
@@ -32,7 +39,12 @@ from agent_channel import (
     ChatMessageTool,
     ChatMessageUser,
     ExecutionEvent,
+    MessageAppended,
+    ModelCallFinished,
+    ModelCallStarted,
     ToolCall,
+    ToolCallFinished,
+    ToolCallStarted,
     Usage,
     UserMessage,
     open_channel,
@@ -120,6 +132,61 @@ async def overhead(turns: int = 200, rounds: int = 40) -> dict[str, Any]:
     }
 
 
+async def breakdown(n: int = 20000) -> dict[str, Any]:
+    """Per-turn costs of the pieces an attached (and subscribed) turn adds, in microseconds."""
+    call_ = ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})
+    asked = ChatMessageAssistant(content="Adding.", tool_calls=(call_,))
+    result = ChatMessageTool(tool_call_id="c1", function="add", content="3")
+    async with open_channel() as ch:
+        ch.ref().subscribe(lambda e: None)
+        publish = ch.publish
+        t = time.perf_counter()
+        for _ in range(n):
+            with ch.scope():
+                pass
+        scope = time.perf_counter() - t
+        t = time.perf_counter()
+        for _ in range(n):
+            with ch.region("c1"):
+                pass
+        region = time.perf_counter() - t
+        t = time.perf_counter()
+        for i in range(n):
+            publish(ModelCallStarted(call_id="m1", model="scripted"))
+            publish(ModelCallFinished(call_id="m1", message=asked, usage=_USAGE))
+            publish(MessageAppended(message=asked, index=i))
+            publish(
+                ToolCallStarted(
+                    tool_call_id="c1", name="add", arguments=call_.arguments, kind="other"
+                )
+            )
+            publish(
+                ToolCallFinished(tool_call_id="c1", name="add", status="completed", content="3")
+            )
+            publish(MessageAppended(message=result, index=i))
+        events = time.perf_counter() - t
+    return {
+        "per_turn_us_scope": round(scope / n * 1e6, 2),
+        "per_turn_us_region": round(region / n * 1e6, 2),
+        "per_turn_us_events": round(events / n * 1e6, 2),
+    }
+
+
+def profile(turns: int = 200, rounds: int = 10) -> None:
+    """The subscribed loop's top functions by own time, on stderr."""
+
+    async def go() -> None:
+        await _attached(turns, True)  # warm up
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(rounds):
+            await _attached(turns, True)
+        prof.disable()
+        pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
+
+    anyio.run(go)
+
+
 async def interrupt_latency(samples: int = 2000) -> dict[str, Any]:
     started = anyio.Event()
     box: dict[str, Any] = {"started": started}
@@ -177,7 +244,11 @@ async def interrupt_latency(samples: int = 2000) -> dict[str, Any]:
 
 
 async def main() -> dict[str, Any]:
-    return {"overhead": await overhead(), "interrupt_blocking_tool": await interrupt_latency()}
+    return {
+        "overhead": await overhead(),
+        "breakdown": await breakdown(),
+        "interrupt_blocking_tool": await interrupt_latency(),
+    }
 
 
 def _ratios(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -192,7 +263,11 @@ def _ratios(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--backend", choices=["asyncio", "trio", "both"], default="both")
-    chosen = p.parse_args().backend
+    p.add_argument("--profile", action="store_true", help="profile the subscribed loop")
+    args = p.parse_args()
+    if args.profile:
+        profile()
+    chosen = args.backend
     backends = ["asyncio", "trio"] if chosen == "both" else [chosen]
     results = {b: anyio.run(main, backend=b) for b in backends}
     json.dump(

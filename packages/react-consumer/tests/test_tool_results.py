@@ -165,6 +165,9 @@ async def test_the_one_result_rule_holds_under_concurrent_tools_and_random_inter
         messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]
     ) -> ScriptStep | str:
         assert_one_result_rule(messages)  # every model input obeys the rule
+        # A19: the shared view is this very list, through repairs, folds and handoffs
+        assert refs[0].messages() == tuple(messages)
+        lists.add(id(messages))
         await _checkpoints(rng)
         if rng.random() < 0.15:
             return "Thinking aloud."
@@ -176,6 +179,7 @@ async def test_the_one_result_rule_holds_under_concurrent_tools_and_random_inter
     agent = react(model=parent, tools=tools, max_turns=12, submit=rng.random() < 0.5)
     fire_at = set(rng.sample(range(1, 120), rng.randrange(1, 8)))
     refs: list[AgentRef] = []
+    lists: set[int] = set()
     seen = 0
 
     def hammer(e: ExecutionEvent) -> None:
@@ -200,3 +204,33 @@ async def test_the_one_result_rule_holds_under_concurrent_tools_and_random_inter
             release()
     assert_one_result_rule(state.messages)
     assert state.output.end is not None
+    assert lists == {id(state.messages)}  # one list, mutated in place, the whole run
+    assert ref.messages() == tuple(state.messages)
+
+
+async def test_after_an_interrupt_results_follow_their_calls_in_call_order() -> None:
+    """A call that finished after one still running keeps its real result, in its place:
+    the repaired call's synthetic result comes first, as the calls were asked."""
+    blocker = Blocker()
+    model = ScriptedModel(
+        [call(tool_call("block"), tool_call("add", a=2, b=3)), reply("Partly done.")]
+    )
+
+    async def producer(ref: AgentRef, rec: Recorder) -> None:
+        await blocker.started.wait()
+        await rec.seen("tool_call_finished")  # add has finished, block has not
+        ref.interrupt()
+        ref.post(UserMessage("Stop there."))
+
+    agent = react(model=model, tools=[blocker.tool, add], submit=False)
+    state, rec = await drive(agent, AgentState(messages=[ChatMessageUser(content="Go.")]), producer)
+    asked = state.messages[2]
+    assert isinstance(asked, ChatMessageAssistant)
+    results = state.messages[3:5]
+    assert [getattr(r, "tool_call_id", None) for r in results] == [c.id for c in asked.tool_calls]
+    assert [(r.text, getattr(r, "error", None)) for r in results] == [
+        ("Tool call cancelled by the operator.", "cancelled"),
+        ("5", None),
+    ]
+    appended = [e.message.id for e in rec.of("message_appended")]
+    assert appended == [m.id for m in state.messages]  # published in that order too

@@ -65,6 +65,4 @@ def test_a_title_that_does_not_fit_the_models_arguments_falls_back_to_the_templa
 
     for arguments in ({"path": 3}, {"path": "ab", "mode": 1}, {"path": "ab", "n": "x"}, {}):
         assert read.describe(arguments) == read.title
-    assert read.describe({"path": "ab", "mode": "r", "n": 2}) == (
-        f"Reading a as {'r'.upper} (2)"
-    )
+    assert read.describe({"path": "ab", "mode": "r", "n": 2}) == (f"Reading a as {'r'.upper} (2)")

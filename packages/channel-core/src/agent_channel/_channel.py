@@ -584,7 +584,10 @@ class AgentRef:
         executions have channels of their own.
         """
         shared = self._channel._shared
-        return tuple(shared) if shared else ()
+        # Slice first: tuple(list) reads the item array before allocating, and a GC run
+        # in that allocation can let the loop's thread append (and move the array).
+        # A slice allocates first, then reads; the list only grows, so it is a prefix.
+        return tuple(shared[:]) if shared else ()
 
     def cancel_region(self, key: str) -> bool:
         """Stop the consumer's active region ``key`` alone (see :meth:`AgentChannel.region`).

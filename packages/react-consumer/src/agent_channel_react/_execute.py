@@ -1,15 +1,17 @@
 """Running one assistant message's tool calls, concurrently, with their events.
 
 Every failure becomes a tool result with an error: an unknown tool, arguments
-that do not fit, a rejection by the approver, an exception in the tool. Only
-cancellation propagates, and an in-flight call reports itself cancelled on
-the way out, before the enclosing scope exits.
+that do not fit, a rejection by the approver, an exception in the tool. Each
+call runs in its own keyed region (``ch.region(call.id)``), so an operator can
+cancel that one call (``ref.cancel_region``): its result then says so and the
+turn goes on. Only the turn's cancellation propagates, and an in-flight call
+reports itself cancelled on the way out, before the enclosing scope exits.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from agent_channel import (
@@ -26,6 +28,10 @@ from agent_channel import (
 from ._tool import Tool, ToolError, ToolOutput, render_result
 
 REJECTED = "rejected by the operator"
+CANCELLED = "Tool call cancelled by the operator."
+"""The result of one call an operator cancelled on its own (the turn went on)."""
+
+Status = Literal["completed", "failed", "cancelled"]
 
 
 async def execute_tools(
@@ -35,20 +41,28 @@ async def execute_tools(
     conversation: Sequence[ChatMessage],
     append: Callable[[ChatMessage], None],
     extra: list[ChatMessage],
+    late: list[ChatMessageTool],
 ) -> list[ChatMessageTool]:
     """Run ``message``'s tool calls and append their results in call order.
 
-    If the calls are cancelled, the ones that had finished are still appended
-    (their work is real); the caller repairs the rest. Messages a tool adds
-    besides its result (a handoff's replies) go to ``extra`` for the caller to
-    append once every call has its result, repaired ones included: the results
-    of one message must follow it with nothing between them.
+    If the calls are cancelled, the ones that had finished still count (their
+    work is real): those before the first unfinished call are appended, those
+    after it go to ``late``, for the caller's repair to put in their place
+    among the synthetic results, so results stay in call order. Messages a tool
+    adds besides its result (a handoff's replies) go to ``extra`` for the caller
+    to append once every call has its result, repaired ones included: the
+    results of one message must follow it with nothing between them.
     """
     calls = message.tool_calls
     done: list[tuple[ChatMessageTool, tuple[ChatMessage, ...]] | None] = [None] * len(calls)
+    # A region key must be unique while active: a model that repeats a call id gets the
+    # repeat run, just not cancellable on its own (the id cannot address it anyway).
+    keys: list[str | None] = []
+    for c in calls:
+        keys.append(None if c.id in keys else c.id)
 
     async def run(i: int, call: ToolCall) -> None:
-        done[i] = await _run_call(ch, call, tools.get(call.name), conversation)
+        done[i] = await _run_call(ch, call, tools.get(call.name), conversation, keys[i])
 
     try:
         if len(calls) == 1:
@@ -58,61 +72,93 @@ async def execute_tools(
                 for i, call in enumerate(calls):
                     tg.start_soon(run, i, call)
     finally:
+        gap = False
         for out in done:
-            if out is not None:
-                append(out[0])
-                extra.extend(out[1])
+            if out is None:
+                gap = True
+                continue
+            (late.append if gap else append)(out[0])
+            extra.extend(out[1])
     return [out[0] for out in done if out is not None]
 
 
 async def _run_call(
-    ch: AgentChannel, call: ToolCall, tool: Tool | None, conversation: Sequence[ChatMessage]
+    ch: AgentChannel,
+    call: ToolCall,
+    tool: Tool | None,
+    conversation: Sequence[ChatMessage],
+    key: str | None,
 ) -> tuple[ChatMessageTool, tuple[ChatMessage, ...]]:
-    arguments: dict[str, Any] = thaw(call.arguments)
     observed = ch.observed  # one call's events are all published, or none
-    if observed:
-        ch.publish(
-            ToolCallStarted(
-                tool_call_id=call.id,
-                name=call.name,
-                arguments=arguments,
-                title=tool.describe(arguments) if tool else None,
-                kind=tool.kind if tool else "other",
-            )
-        )
+    content = ""
+    error: str | None = None
     extra: tuple[ChatMessage, ...] = ()
-    content, error = "", None
+    cancelled = False
     try:
-        if tool is None:
-            raise ToolError(f"unknown tool {call.name!r}")
-        if tool.needs_approval and ch.approver is not None and not await ch.approver(call):
-            error = REJECTED
+        if key is None:
+            _started(ch, call, tool, observed)
+            content, error, extra = await _invoke(ch, call, tool, conversation)
         else:
-            kwargs = tool.validate(arguments)
-            if tool.wants_conversation:
-                kwargs["conversation"] = tuple(conversation)
-            value = await tool.fn(**kwargs)
-            if isinstance(value, ToolOutput):
-                content, extra = value.content, value.messages
-            else:
-                content = render_result(value)
+            with ch.region(key) as region:
+                # Announced from inside the region: a producer that sees the card can
+                # cancel the call at once (outside it, cancel_region would answer False).
+                _started(ch, call, tool, observed)
+                content, error, extra = await _invoke(ch, call, tool, conversation)
+            cancelled = region.cancelled
     except anyio.get_cancelled_exc_class():
         if observed:
             ch.publish(ToolCallFinished(tool_call_id=call.id, name=call.name, status="cancelled"))
         raise
-    except ToolError as e:
-        error = str(e)
-    except Exception as e:
-        error = f"{type(e).__name__}: {e}"
+    status: Status = "completed"
+    if cancelled:
+        # Cancelled alone: whatever the body managed is dropped (the operator asked for
+        # it not to count), and the model reads why on its next call.
+        content, error, extra, status = CANCELLED, "cancelled", (), "cancelled"
+    elif error is not None:
+        status = "failed"
     if observed:
         ch.publish(
             ToolCallFinished(
-                tool_call_id=call.id,
-                name=call.name,
-                status="failed" if error is not None else "completed",
-                content=content,
-                error=error,
+                tool_call_id=call.id, name=call.name, status=status, content=content, error=error
             )
         )
     result = ChatMessageTool(tool_call_id=call.id, function=call.name, content=content, error=error)
     return result, extra
+
+
+def _started(ch: AgentChannel, call: ToolCall, tool: Tool | None, observed: bool) -> None:
+    if observed:
+        # The call's own frozen arguments: the event takes them as they are (no copy).
+        ch.publish(
+            ToolCallStarted(
+                tool_call_id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+                title=tool.describe(call.arguments) if tool else None,
+                kind=tool.kind if tool else "other",
+            )
+        )
+
+
+async def _invoke(
+    ch: AgentChannel, call: ToolCall, tool: Tool | None, conversation: Sequence[ChatMessage]
+) -> tuple[str, str | None, tuple[ChatMessage, ...]]:
+    """Approve and run one call: its content, its error and the messages it adds."""
+    try:
+        if tool is None:
+            raise ToolError(f"unknown tool {call.name!r}")
+        approver = ch.approver  # read per call: a producer may route approvals meanwhile
+        if tool.needs_approval and approver is not None and not await approver(call):
+            return "", REJECTED, ()
+        arguments: dict[str, Any] = thaw(call.arguments)  # tools get plain dicts and lists
+        kwargs = tool.validate(arguments)
+        if tool.wants_conversation:
+            kwargs["conversation"] = tuple(conversation)
+        value = await tool.fn(**kwargs)
+    except ToolError as e:
+        return "", str(e), ()
+    except Exception as e:
+        return "", f"{type(e).__name__}: {e}", ()
+    if isinstance(value, ToolOutput):
+        return value.content, None, value.messages
+    return render_result(value), None, ()

@@ -25,8 +25,8 @@ from agent_channel import (
     ChatMessageSystem,
     ChatMessageTool,
     ChatMessageUser,
+    Conversation,
     Folded,
-    MessageAppended,
     ModelCallFinished,
     ModelCallStarted,
     ModelDelta,
@@ -200,6 +200,7 @@ class _Run:
         self.turns = 0
         self.requests = 0  # model calls since the last user message
         self.held: list[ChatMessage] = []  # tool-added messages waiting for their batch's results
+        self.late: list[ChatMessageTool] = []  # results that finished after an unfinished call
         self.call_ids = f"{new_id()}-"  # model call ids: this prefix and the call's number
 
     # -- the loop ------------------------------------------------------------------
@@ -211,9 +212,10 @@ class _Run:
             messages and isinstance(messages[0], ChatMessageSystem)
         ):
             messages.insert(0, ChatMessageSystem(content=agent.system))
-        if ch.observed:
-            for i, m in enumerate(messages):
-                ch.publish(MessageAppended(message=m, index=i))
+        # The run's one list, shared with the channel (unless the channel already shares
+        # one) and announced, system prompt and task included: a client attaching before
+        # the first model call sees them. Every later change is an append through it.
+        self.conversation = Conversation(ch, messages)
         interactive = agent.submit is None
         if interactive and ch.is_live and not any(isinstance(m, ChatMessageUser) for m in messages):
             self.take(await wait_for_message(ch, "end_turn"))
@@ -243,7 +245,13 @@ class _Run:
                     self.append(output.message)
                     if output.message.tool_calls:
                         results = await execute_tools(
-                            ch, output.message, agent.tools, messages, self.append, self.held
+                            ch,
+                            output.message,
+                            agent.tools,
+                            messages,
+                            self.append,
+                            self.held,
+                            self.late,
                         )
                         self.release_held()
                         answer = self.submission(results)
@@ -289,15 +297,17 @@ class _Run:
 
     def append(self, message: ChatMessage) -> None:
         """The one way a message enters the conversation (so it is always published)."""
-        messages = self.state.messages
-        messages.append(message)
-        if self.ch.observed:
-            self.ch.publish(MessageAppended(message=message, index=len(messages) - 1))
+        self.conversation.append(message)
 
     def repair(self, reason: CancelReason) -> None:
-        """Answer every call the interrupt left unanswered, then add what tools held back."""
+        """Answer every call the interrupt left unanswered, in call order, then add what
+        tools held back. A call that finished after one that did not keeps its real result."""
+        late, self.late = self.late, []
         for m in repair(self.state.messages, reason):
-            self.append(m)
+            real = next((r for r in late if r.tool_call_id == m.tool_call_id), None)
+            if real is not None:
+                late.remove(real)
+            self.append(real or m)
         self.release_held()
 
     def release_held(self) -> None:
