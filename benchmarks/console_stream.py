@@ -4,8 +4,9 @@
 
 ``agent-channel-acp serve`` runs (as a subprocess) a react agent whose zero-latency model
 streams ``rate`` chunks a second for ``seconds`` seconds, on schedule (each chunk is
-``c<i> ``; every 500th says when the schedule started, 3 s after the task arrived so a client can attach first). Two clients attach to it in this
-process at the same time:
+``c<i> ``; every 500th says when the schedule started, 3 s after the task arrived so a
+client can attach first). Two clients attach to it in this process, one after the other,
+each to a server of its own:
 - ``bare``: the console's link and state fold alone, no terminal (the baseline);
 - ``console``: the Textual console in its headless harness, redrawing as it does on a
   terminal.
@@ -43,6 +44,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 RATE_ENV = "CONSOLE_BENCH_RATE"
 SECONDS_ENV = "CONSOLE_BENCH_SECONDS"
+AGENT = ("--agent", "console_stream:factory", "--input", "go")
 _LAST = re.compile(r"c(\d+) \S*$")
 
 
@@ -138,9 +140,8 @@ async def measure(kind: str, rate: float, seconds: float) -> dict[str, Any]:
             SECONDS_ENV: str(seconds),
         }
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_channel_acp", "serve", "--json"]
-        + ["--agent", "console_stream:factory", "--input", "go"],
+    proc = subprocess.Popen(  # noqa: ASYNC220 (started once, before anything is measured)
+        [sys.executable, "-m", "agent_channel_acp", "serve", "--json", *AGENT],
         env=env,
         stdout=subprocess.PIPE,
         text=True,
@@ -170,7 +171,7 @@ async def measure(kind: str, rate: float, seconds: float) -> dict[str, Any]:
             task.cancel()
         else:
             app = Console(pid=pid)
-            async with app.run_test(size=(120, 40)) as pilot:
+            async with app.run_test(size=(120, 40)):
                 probe = Probe(app.state, rate)
                 await watch(probe, asyncio.sleep)  # not pilot.pause: it waits for idle
                 frames = app.frames
