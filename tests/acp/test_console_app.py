@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -260,8 +261,9 @@ async def test_picker_lists_executions_with_status_and_binds_the_choice(rt: Path
             assert app.state.title.endswith("#2")
 
 
-async def test_screenshot_of_the_console_mid_run(rt: Path) -> None:
-    """Writes docs/console.svg: the console mid-run (a cancelled card, a queued message)."""
+async def test_screenshot_of_the_console_mid_run(rt: Path, tmp_path: Path) -> None:
+    """The console mid-run (a cancelled card, a redirect, a queued message) as SVG; with
+    ``AGENT_CHANNEL_SCREENSHOT=1`` it is written to docs/console.svg (the README's picture)."""
     with serving(rt):
         app = Console()
         async with app.run_test(size=SIZE) as pilot:
@@ -278,6 +280,6 @@ async def test_screenshot_of_the_console_mid_run(rt: Path) -> None:
             await until(pilot, "the server's queue", lambda: app.state.mine_queued())
             await until(pilot, "a frame", lambda: not app.state.changed)
             svg = app.export_screenshot(title="agent-channel-acp attach")
-    assert "operator" in svg
-    DOCS.mkdir(exist_ok=True)
-    (DOCS / "console.svg").write_text(svg)
+    assert "operator" in svg and "cancelled" in svg and "queued" in svg
+    where = DOCS if os.environ.get("AGENT_CHANNEL_SCREENSHOT") == "1" else tmp_path
+    (where / "console.svg").write_text(svg)

@@ -57,7 +57,6 @@ class Console(App[None]):
     .tool.status-failed, .tool.status-cancelled { border: round $error; }
     .tool.selected { border: double $accent; }
     .queued { color: $warning; }
-    #input { dock: bottom; }
     #picker { width: 90%; height: auto; max-height: 80%; border: round $accent;
               padding: 0 1; background: $surface; }
     Picker { align: center middle; }
