@@ -23,6 +23,7 @@ from agent_channel_acp._console._app import Console
 from agent_channel_acp._console._widgets import EntryView, Picker
 from conftest import GUARD, HERE, agent_env
 from textual.pilot import Pilot
+from textual.widgets import Static
 
 pytestmark = pytest.mark.anyio
 
@@ -96,6 +97,10 @@ def shown(app: Console, kind: str) -> str:
     return "\n".join(str(v.content) for v in views(app, kind))
 
 
+def panel(app: Console, selector: str) -> str:
+    return str(app.query_one(selector, Static).content)
+
+
 def running_card(app: Console) -> EntryView | None:
     cards = [v for v in views(app, "tool") if v.entry.status == "in_progress"]
     return cards[-1] if cards else None
@@ -117,7 +122,7 @@ async def test_console_renders_the_conversation_and_a_running_tool_card(rt: Path
             assert isinstance(card, EntryView)
             assert "running" in str(card.content) and "interruptible agents" in str(card.content)
             assert "First, a search." in shown(app, "agent")
-            assert "working" in str(app.query_one("#header").content)
+            await until(pilot, "the indicator", lambda: "working" in panel(app, "#header"))
 
 
 async def test_esc_sends_session_cancel_and_the_card_turns_cancelled(rt: Path) -> None:
@@ -133,7 +138,7 @@ async def test_esc_sends_session_cancel_and_the_card_turns_cancelled(rt: Path) -
             inp = app.query_one("#input")
             assert app.focused is inp
             assert "redirect" in str(inp.placeholder)  # pyright: ignore[reportAttributeAccessIssue]
-            assert "waiting for you" in str(app.query_one("#header").content)
+            await until(pilot, "the indicator", lambda: "waiting for you" in panel(app, "#header"))
 
 
 async def test_enter_while_busy_shows_queued_then_the_echo_replaces_it(rt: Path) -> None:
@@ -160,7 +165,9 @@ async def test_withdraw_key_removes_a_queued_message_the_agent_never_sees_it(rt:
             await until(pilot, "a running tool card", lambda: running_card(app))
             await type_and_send(pilot, "never mind this one")
             await until(pilot, "the server's queue", lambda: app.state.mine_queued())
-            assert "never mind this one" in str(app.query_one("#queue").content)
+            await until(
+                pilot, "the queue panel", lambda: "never mind this one" in panel(app, "#queue")
+            )
             await pilot.press("ctrl+w")
             await until(pilot, "the queue empty", lambda: not app.state.queue)
             assert not views(app, "queued")
@@ -196,15 +203,15 @@ async def test_approval_card_answered_by_key(rt: Path) -> None:
     with serving(rt, "--approve"):
         app = Console()
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, "the approval card", lambda: app.state.approval is not None)
-            approval = str(app.query_one("#approval").content)
-            assert "Approval needed" in approval and "interruptible agents" in approval
-            assert "waiting for you" in str(app.query_one("#header").content)
+            await until(
+                pilot, "the approval card", lambda: "Approval needed" in panel(app, "#approval")
+            )
+            assert "interruptible agents" in panel(app, "#approval")
+            await until(pilot, "the indicator", lambda: "waiting for you" in panel(app, "#header"))
             await pilot.press("ctrl+y")
             card = await until(pilot, "the tool running", lambda: running_card(app))
             assert isinstance(card, EntryView)
-            assert app.state.approval is None
-            assert str(app.query_one("#approval").content) == ""
+            await until(pilot, "the card gone", lambda: panel(app, "#approval") == "")
 
 
 async def test_reconnects_after_the_server_restarts(rt: Path) -> None:
@@ -215,7 +222,7 @@ async def test_reconnects_after_the_server_restarts(rt: Path) -> None:
             first = app.state.execution_id
             stop(proc)
             await until(pilot, "the disconnect", lambda: "disconnected" in app.state.activity)
-            assert "disconnected" in str(app.query_one("#header").content)
+            await until(pilot, "the indicator", lambda: "disconnected" in panel(app, "#header"))
             with serving(rt):
                 await until(
                     pilot,
@@ -245,7 +252,7 @@ async def test_clear_message_at_execution_end_with_undelivered_messages(rt: Path
             await until(pilot, "the end", lambda: "The execution has ended" in shown(app, "note"))
             note = shown(app, "note")
             assert "you will not read this" in note
-            assert "ended" in str(app.query_one("#header").content)
+            await until(pilot, "the indicator", lambda: "ended" in panel(app, "#header"))
             assert not views(app, "queued")
 
 
