@@ -128,7 +128,8 @@ async def drive(
             # Started (not merely scheduled) before the agent: its setup up to its first
             # await has run, so a fast agent cannot finish before the producer attaches.
             await tg.start(_producing, producer, ref, recorder)
-            result = await agent(state)
+            with anyio.fail_after(60):  # a hang is a failure, not a stuck suite
+                result = await agent(state)
     return result, recorder
 
 

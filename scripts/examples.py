@@ -1,0 +1,40 @@
+"""The runnable examples of the package READMEs, read out of the READMEs themselves.
+
+One place names them, so the documentation site shows, and CI's wheel smoke runs, the
+very code a reader copies from PyPI. Stdlib only: CI runs it before any venv exists.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+EXAMPLES = {
+    # name: (README, how the block's first line starts)
+    "core-agent": ("packages/channel-core/README.md", '"""letters.py'),
+    "core-runtime": (
+        "packages/channel-core/README.md",
+        "from agent_channel import Cancel, UserMessage, open_channel",
+    ),
+    "react-quickstart": (
+        "packages/react-consumer/README.md",
+        "import anyio\nfrom agent_channel_react import AgentState",
+    ),
+}
+
+
+def python_block(readme: str, start: str) -> str:
+    """The one ```python block of ``readme`` (repository-relative) that begins with ``start``."""
+    text = (ROOT / readme).read_text(encoding="utf-8")
+    blocks = [
+        b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if b.startswith(start)
+    ]
+    if len(blocks) != 1:
+        raise LookupError(f"{readme}: {len(blocks)} python blocks start with {start!r}, want 1")
+    return blocks[0]
+
+
+def example(name: str) -> str:
+    return python_block(*EXAMPLES[name])

@@ -1,0 +1,127 @@
+"""The site's generated pages: what the build hooks put in them (the build itself is in CI).
+
+The hooks run without MkDocs, so these checks cost nothing beside the strict build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def hooks() -> ModuleType:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        return _load("docs_hooks")
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+
+
+def test_the_cli_reference_has_every_subcommand_with_its_help(hooks: ModuleType) -> None:
+    from agent_channel_acp._cli import build_parser
+
+    page = hooks.on_page_markdown("# CLI\n\n<!-- cli-reference -->\n")
+    (subparsers,) = [
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ]
+    titles = re.findall(r"^## `([^`]+)`$", page, re.M)
+    assert titles == ["agent-channel-acp", *(f"agent-channel-acp {c}" for c in subparsers.choices)]
+    assert "<!--" not in page
+    for command in subparsers.choices.values():
+        assert command.format_help().splitlines()[0] in page  # its usage line, verbatim
+
+
+def test_nested_subcommands_are_listed_too(hooks: ModuleType) -> None:
+    top = argparse.ArgumentParser(prog="tool")
+    middle = top.add_subparsers().add_parser("hub")
+    middle.add_subparsers().add_parser("list")
+    assert [p.prog for p in hooks._subcommands(top)] == ["tool", "tool hub", "tool hub list"]
+
+
+def test_an_included_changelog_drops_its_title_and_moves_down_a_level(
+    hooks: ModuleType,
+) -> None:
+    page = hooks.on_page_markdown(
+        "## core\n\n<!-- include packages/channel-core/CHANGELOG.md -->\n"
+    )
+    assert "# Changelog" not in page
+    assert re.search(r"^### \d+\.\d+\.\d+", page, re.M)
+    assert not re.search(r"^## \d", page, re.M)
+
+
+def test_an_include_of_a_missing_file_stops_the_build(hooks: ModuleType) -> None:
+    with pytest.raises(FileNotFoundError, match="no file"):
+        hooks.on_page_markdown("<!-- include packages/nope/CHANGELOG.md -->\n")
+
+
+def test_every_readme_example_the_site_shows_exists(hooks: ModuleType) -> None:
+    examples = _load("examples")
+    for name in examples.EXAMPLES:
+        page = hooks.on_page_markdown(f"<!-- example {name} -->\n")
+        assert page.startswith("```python\n") and page.rstrip().endswith("```")
+    shown = {
+        m
+        for path in (ROOT / "docs").rglob("*.md")
+        for m in re.findall(r"^<!-- example (\S+) -->$", path.read_text(), re.M)
+    }
+    assert shown <= set(examples.EXAMPLES)
+
+
+def test_sphinx_roles_read_as_code() -> None:
+    pytest.importorskip("griffe")
+    roles = _load("griffe_roles")
+    text = "Binds :class:`~agent_channel.AgentRef` via :meth:`AgentChannel.ref` and :func:`x.y`."
+    assert roles.plain(text) == "Binds `AgentRef` via `AgentChannel.ref` and `x.y`."
+
+
+def test_the_rule_table_has_every_rule_and_the_tests_named_for_it(hooks: ModuleType) -> None:
+    page = hooks.on_page_markdown("<!-- rule-tests -->\n")
+    rows = re.findall(r"^\| \*\*([SA]\w+)\*\* \| .* \| (.*) \|$", page, re.M)
+    documented = re.findall(
+        r"^- \*\*([SA][1-9][0-9]?[a-z]?)\*\*", (ROOT / "docs/acp-behaviour.md").read_text(), re.M
+    )
+    assert [rule for rule, _ in rows] == documented
+    proven = dict(rows)
+    assert "tests/acp/test_session_cancel.py::test_s5b_" in proven["S5b"]
+
+
+def _code_in(markdown: str) -> list[str]:
+    """Fenced blocks and inline code spans: where a page shows a command to type."""
+    fenced = re.findall(r"^```[^\n]*\n(.*?)^```", markdown, re.M | re.S)
+    rest = re.sub(r"^```[^\n]*\n.*?^```", "", markdown, flags=re.M | re.S)
+    return fenced + re.findall(r"`([^`]+)`", rest)
+
+
+def test_every_subcommand_the_pages_show_exists() -> None:
+    from agent_channel_acp._cli import build_parser
+
+    (subparsers,) = [
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ]
+    pages = [*(ROOT / "docs").rglob("*.md"), *ROOT.glob("packages/*/README.md")]
+    unknown = {
+        f"{page.relative_to(ROOT)}: agent-channel-acp {word}"
+        for page in pages
+        for code in _code_in(page.read_text())
+        for word in re.findall(r"agent-channel-acp ([a-z][a-z-]*)", code)
+        if word not in subparsers.choices
+    }
+    assert not unknown, unknown
