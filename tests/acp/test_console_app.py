@@ -19,6 +19,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip(
+    "agent_channel_acp._ctl", reason="attach mode (serve, discovery: the acp-net branch) not merged"
+)
+
 from agent_channel_acp._console._app import Console
 from agent_channel_acp._console._widgets import EntryView, Picker
 from conftest import GUARD, HERE, agent_env

@@ -89,9 +89,7 @@ async def stalled_stream(local: Local, model: Streaming, words: int) -> tuple[st
         return sid, await task
 
 
-async def test_s14_chunks_queued_for_a_client_that_stopped_reading_merge_and_lose_nothing() -> (
-    None
-):
+async def test_s14_chunks_queued_for_a_client_that_stopped_reading_merge_and_lose_nothing() -> None:
     model = Streaming()
     async with in_process(model.factory, buffer=4096) as local:
         sid, answer = await stalled_stream(local, model, WORDS)
@@ -102,9 +100,7 @@ async def test_s14_chunks_queued_for_a_client_that_stopped_reading_merge_and_los
         assert len(frames) < WORDS // 3 // 10  # merged while queued: far fewer frames than pieces
 
 
-async def test_s14_past_the_cap_queued_updates_are_dropped_with_a_notice_and_answers_kept() -> (
-    None
-):
+async def test_s14_past_the_cap_queued_updates_are_dropped_with_a_notice_and_answers_kept() -> None:
     model = Streaming()
     words = 512 * 1024  # 1 MiB of text against a 64 KiB cap
     async with in_process(model.factory, buffer=4096, backlog_limit=64 * 1024) as local:

@@ -195,9 +195,7 @@ async def test_s14_finished_sessions_are_freed_and_a_bounded_number_kept_for_loa
         sids = [await local.session() for _ in range(kept + 10)]
         for sid in sids:  # each ran its task to the end: the tool card closed
             await local.rec.wait_until(
-                lambda sid=sid: any(
-                    u.get("status") == "completed" for u in local.rec.updates[sid]
-                )
+                lambda sid=sid: any(u.get("status") == "completed" for u in local.rec.updates[sid])
             )
         await local.posted()
         # nothing per finished session is left running (no sender, no execution)
@@ -211,7 +209,5 @@ async def test_s14_finished_sessions_are_freed_and_a_bounded_number_kept_for_loa
             e = await error_of(local.conn.load_session(cwd="/", session_id=sid, mcp_servers=[]))
             assert e.code == -32002 and e.data is not None
             assert "no longer kept" in e.data["reason"]
-        e = await error_of(
-            local.conn.prompt(session_id=sids[-1], prompt=[acp.text_block("hello")])
-        )
+        e = await error_of(local.conn.prompt(session_id=sids[-1], prompt=[acp.text_block("hello")]))
         assert e.code == -32600  # kept for load, but nobody reads prompts any more

@@ -77,8 +77,9 @@ async def test_thousands_of_garbage_lines_do_not_freeze_an_agent_whose_stderr_is
         wire = agent.rec.wire
         # every garbage line was still answered (-32700): nothing lost
         await agent.rec.wait_until(
-            lambda: sum(1 for f in wire if f.get("error", {}).get("code") == -32700)
-            == GARBAGE_LINES
+            lambda: (
+                sum(1 for f in wire if f.get("error", {}).get("code") == -32700) == GARBAGE_LINES
+            )
         )
     warnings = [line for line in agent.log.splitlines() if "not JSON" in line]
     # a repeated warning is rate-limited: 1st-10th, then the 20th, 40th, 80th... saying so
