@@ -12,8 +12,11 @@ every measurement alternates between them sample by sample (so machine noise hit
   call that never ends, ``pieces N`` streams N pieces).
 
 Measured: startup to ``initialize`` answered; prompt round trip; cancel to the
-``cancelled`` response, from the moment the agent visibly waits (bare: its ``waiting``
-chunk; ours: the blocking tool's card, or the model's first piece for ``hang``); update
+``cancelled`` response, from the moment the agent visibly waits, like for like: during a
+tool call (bare ``tool``: a tool card, then on cancel its ``failed`` update; ours: the
+blocking tool's card and the same update) and during a model call (bare ``block``: its
+``waiting`` chunk, nothing after; ours ``hang``: the model's first piece, nothing after);
+also ours' tool call against bare ``block`` (one frame fewer), as measured before; update
 throughput, the same text in the same pieces for both (pieces, frames and text bytes per
 second: our producer merges pieces that queue up, so it may send fewer, larger frames);
 and the memory a client costs that stops reading for ``--stall`` seconds while 2 MiB of
@@ -76,6 +79,18 @@ class BareAgent:
             await self.conn.session_update(session_id, update_agent_message_text("waiting"))
             wait = self.waits[session_id] = asyncio.Event()
             await wait.wait()
+            return PromptResponse(stop_reason="cancelled")
+        if words[0] == "tool":  # what ours shows for its blocking tool: a card, then its failure
+            from acp import start_tool_call, update_tool_call
+
+            self.n += 1
+            call_id = f"call{self.n}"
+            await self.conn.session_update(session_id, update_agent_message_text("waiting"))
+            card = start_tool_call(call_id, "block", kind="execute", status="in_progress")
+            await self.conn.session_update(session_id, card)
+            wait = self.waits[session_id] = asyncio.Event()
+            await wait.wait()
+            await self.conn.session_update(session_id, update_tool_call(call_id, status="failed"))
             return PromptResponse(stop_reason="cancelled")
         if words[0] in ("pieces", "trickle"):
             piece = PIECE if words[0] == "pieces" else TRICKLE
@@ -387,16 +402,18 @@ async def main(runs: int, pieces: int, stall: float, agent_path: str | None) -> 
                 rt[s.name].append(time.perf_counter() - t)
         b["prompt_round_trip"], o["prompt_round_trip"] = stats(rt["bare"]), stats(rt["ours"])
 
-        cancels: dict[str, list[float]] = {"bare": [], "ours": [], "hang": []}
+        cancels: dict[str, list[float]] = {"bare": [], "bare_tool": [], "ours": [], "hang": []}
         for i in range(runs):
             for s in sides:
                 if i % 50 == 0:
                     sids[s.name] = await s.session()
             cancels["bare"].append(await bare.cancel_once(sids["bare"], "block", waiting_chunk))
-            cancels["ours"].append(await us.cancel_once(sids["ours"], "block", tool_card))
             cancels["hang"].append(await us.cancel_once(sids["ours"], "hang", waiting_chunk))
+            cancels["bare_tool"].append(await bare.cancel_once(sids["bare"], "tool", tool_card))
+            cancels["ours"].append(await us.cancel_once(sids["ours"], "block", tool_card))
         b["cancel_to_cancelled"] = stats(cancels["bare"])
-        o["cancel_to_cancelled"] = stats(cancels["ours"])
+        b["cancel_during_tool_call"] = stats(cancels["bare_tool"])
+        o["cancel_to_cancelled"] = o["cancel_during_tool_call"] = stats(cancels["ours"])
         o["cancel_during_model_call"] = stats(cancels["hang"])
 
         flows: dict[str, list[dict[str, float]]] = {"bare": [], "ours": []}
@@ -427,12 +444,17 @@ async def main(runs: int, pieces: int, stall: float, agent_path: str | None) -> 
         if name == "bare":
             into["stalled_client"]["note"] = "the bare agent waits on the pipe: its stream stalls"
 
-    def ratio(key: str, field: str) -> float:
-        return round(o[key][field] / b[key][field], 2)
+    def ratio(key: str, field: str, bare_key: str | None = None) -> float:
+        return round(o[key][field] / b[bare_key or key][field], 2)
 
+    model_call = ("cancel_during_model_call", "median_ms", "cancel_to_cancelled")
     out["ratios"] = {
-        "cancel_median": ratio("cancel_to_cancelled", "median_ms"),
-        "cancel_p99": ratio("cancel_to_cancelled", "p99_ms"),
+        "cancel_median (tool call, like for like)": ratio("cancel_during_tool_call", "median_ms"),
+        "cancel_median (model call, like for like)": ratio(*model_call),
+        "cancel_p99 (tool call, like for like)": ratio("cancel_during_tool_call", "p99_ms"),
+        "cancel_median (ours' tool call / bare block: one frame more, as measured before)": ratio(
+            "cancel_to_cancelled", "median_ms"
+        ),
         "prompt_round_trip_median": ratio("prompt_round_trip", "median_ms"),
         "throughput_pieces": ratio("throughput", "pieces_per_s"),
         "stalled_client_extra_per_text_byte": o["stalled_client"]["extra_per_text_byte"],

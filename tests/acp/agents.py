@@ -222,3 +222,101 @@ def chatty_agent(model: str | None = None) -> Body:
         return await inner()
 
     return body
+
+
+# -- attach mode: agents that run on their own, with steps slow enough to catch -------------
+
+GATES_ENV = "AGENT_CHANNEL_TEST_GATES"
+"""A directory: the ``gate`` tool waits until a file of its name exists there."""
+
+
+@tool(kind="execute", title="Gate: {name}")
+async def gate(name: str) -> str:
+    """Wait until the test opens the gate (creates a file named ``name``).
+
+    Args:
+        name: The gate's name.
+    """
+    import os
+    from pathlib import Path
+
+    path = Path(os.environ[GATES_ENV]) / name
+    while not path.exists():  # noqa: ASYNC110 (the test process cannot set an in-process event)
+        await anyio.sleep(0.01)
+    return f"gate {name} opened"
+
+
+@tool(kind="read", title="Big: {size}")
+async def big(size: int) -> str:
+    """Return ``size`` characters.
+
+    Args:
+        size: How many.
+    """
+    return "x" * size
+
+
+def attach_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) -> ScriptItem:
+    """``script`` plus ``gate=NAME`` (wait at that gate), ``gates=A,B`` (two gates in one
+    message), ``helper`` (a nested agent as a tool), ``big=N`` (a tool returning N
+    characters) and ``say=WORD`` (answer ``WORD``)."""
+    u = max((i for i, m in enumerate(messages) if isinstance(m, ChatMessageUser)), default=-1)
+    text = messages[u].text if u >= 0 else ""
+    answered = [m for m in messages[u + 1 :] if isinstance(m, ChatMessageTool)]
+    words = text.split()
+    if not any(w.startswith(("gate=", "gates=", "say=", "big=")) or w == "helper" for w in words):
+        return script(messages, tools)
+    for word in words:
+        if word.startswith("gate=") and not answered:
+            return call(tool_call("gate", name=word[5:]), content=f"waiting at {word[5:]}")
+        if word.startswith("gates=") and not answered:
+            a, b = word[6:].split(",")
+            return call(tool_call("gate", name=a), tool_call("gate", name=b), content="two gates")
+        if word == "helper" and not answered:
+            inner = " ".join(w for w in words if w.startswith("gate=")) or "inner work"
+            return call(tool_call("helper", input=inner), content="asking the helper")
+        if word.startswith("big=") and not answered:
+            return call(tool_call("big", size=int(word[4:])), content="a big one")
+        if word.startswith("say=") and not answered:
+            return reply(word[4:])
+    if answered:
+        return reply("results: " + "; ".join(f"{m.text} ({m.error})" for m in answered))
+    return script(messages, tools)
+
+
+def _inner_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) -> ScriptItem:
+    """The nested agent: ``gate=NAME`` waits at that gate first; then it answers."""
+    text = messages[-1].text if messages else ""
+    if text.startswith("gate=") and messages[-1].role == "user":
+        return call(tool_call("gate", name=text[5:]), content="inner waits")
+    return reply("inner secret text")
+
+
+def attach_agent(model: str | None = None) -> Body:
+    """The attach suite's interactive agent: ``attach_script`` on the streaming test model."""
+    from agent_channel_react import as_tool
+
+    inner = react(
+        model=ScriptedModel(_inner_script), tools=(gate,), submit=False, prompt="inner agent"
+    )
+    helper = as_tool(inner, name="helper", description="A nested agent.")
+    agent = react(
+        model=_AttachModel(),
+        tools=(*TOOLS, gate, big, helper),
+        prompt="You are a test agent.",
+        submit=False,
+        max_turn_requests=5,
+    )
+
+    async def body() -> Any:
+        from agent_channel_react import AgentState
+
+        return await agent(AgentState())
+
+    return body
+
+
+class _AttachModel(TestModel):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = ScriptedModel(attach_script)

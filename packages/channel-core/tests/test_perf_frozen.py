@@ -96,3 +96,12 @@ def test_frozen_arguments_read_and_serialise_like_plain_ones() -> None:
     message = MessageAppended(message=ChatMessageAssistant(tool_calls=(call,)), index=0)
     assert json.loads(message.model_dump_json())["message"]["tool_calls"][0]["arguments"] == ARGS
     assert ToolCall.model_validate_json(call.model_dump_json()) == call
+
+
+def test_a_tool_call_with_default_arguments_is_frozen_too() -> None:
+    call = ToolCall(id="c1", name="noop")
+    assert type(call.arguments) is MappingProxyType
+    with pytest.raises(TypeError):
+        call.arguments["x"] = 1  # type: ignore[index]
+    assert freeze(call.arguments) is call.arguments
+    assert call.model_dump()["arguments"] == {}

@@ -274,3 +274,10 @@ def _tool_content(
         return None
     block = TextContentBlock(type="text", text=text)
     return [ContentToolCallContent(type="content", content=block)]
+
+
+def as_json(update: Any) -> dict[str, Any]:
+    """An update in its wire JSON form (a dict already built stays as it is)."""
+    if isinstance(update, dict):
+        return update  # pyright: ignore[reportUnknownVariableType]
+    return update.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)

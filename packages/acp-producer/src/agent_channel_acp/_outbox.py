@@ -3,8 +3,8 @@
 A client that stops reading must cost memory that follows the text waiting for it, not
 the number of pieces it was streamed in, and never more than a stated cap (S14). The
 outbox knows nothing of ACP or of sessions: entries are opaque to it, except runs of
-text, which it merges itself. Today one session's stream uses it; in attach mode each
-client binding gets one.
+text, which it merges itself. Each stdio session and each attach-mode
+client binding has one (``sheds`` counts overflows: attach mode drops the client then).
 
 - Consecutive text of one message and one kind merges into one :class:`Text` run while
   queued, up to :data:`RUN_MAX` characters a run (so a run stays a reasonable frame).
@@ -76,7 +76,7 @@ class _Slot(Generic[T]):
 class Outbox(Generic[T]):
     """A FIFO of entries for one client, bounded to ``limit`` sheddable bytes (see the module)."""
 
-    __slots__ = ("_on_shed", "_slots", "limit", "size")
+    __slots__ = ("_on_shed", "_slots", "limit", "sheds", "size")
 
     def __init__(self, limit: int, on_shed: Callable[[T], T | None] | None = None) -> None:
         if limit < RUN_MAX:
@@ -84,6 +84,8 @@ class Outbox(Generic[T]):
         self.limit = limit
         self.size = 0
         """Sheddable bytes queued now (what ``limit`` bounds)."""
+        self.sheds = 0
+        """How many times the queue overflowed and was shed."""
         self._slots: deque[_Slot[T]] = deque()
         self._on_shed = on_shed
 
@@ -131,6 +133,7 @@ class Outbox(Generic[T]):
             self._shed()
 
     def _shed(self) -> None:
+        self.sheds += 1
         kept: deque[_Slot[T]] = deque()
         marker: Shed | None = None
         for slot in self._slots:

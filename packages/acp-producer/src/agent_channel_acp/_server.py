@@ -52,10 +52,38 @@ _METHODS = {
 _FORGOTTEN = 1024  # ids of sessions no longer kept, remembered to say so (bounded)
 
 
+def shadowed_names(handler: object) -> dict[str, frozenset[str]]:
+    """Per method, the handler's parameter names that a ``_meta`` key must not replace."""
+    out: dict[str, frozenset[str]] = {}
+    for method, attr in _METHODS.items():
+        params = inspect.signature(getattr(handler, attr)).parameters
+        names = {n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
+        out[method] = frozenset(names | {"self"})
+    return out
+
+
 def not_found(session_id: str, why: str) -> RequestError:
     """ACP's "resource not found" (-32002), which clients treat as "no such session"."""
     data = {"reason": f"session {session_id!r}: {why}", "sessionId": session_id}
     return RequestError(-32002, "Resource not found", data)
+
+
+def initialize_response(protocol_version: int) -> InitializeResponse:
+    """S1: what we implement, in both modes."""
+    return InitializeResponse(
+        protocol_version=min(protocol_version, PROTOCOL_VERSION)
+        if protocol_version >= 1
+        else PROTOCOL_VERSION,
+        agent_capabilities=AgentCapabilities(
+            load_session=True,
+            prompt_capabilities=PromptCapabilities(image=True, audio=False, embedded_context=True),
+            session_capabilities=SessionCapabilities(close=SessionCloseCapabilities()),
+        ),
+        agent_info=Implementation(
+            name="agent-channel-acp", title="agent-channel", version=__version__
+        ),
+        auth_methods=[],
+    )
 
 
 class AcpServer:
@@ -107,22 +135,7 @@ class AcpServer:
         client_info: Implementation | None = None,
         **kwargs: Any,
     ) -> InitializeResponse:
-        return InitializeResponse(
-            protocol_version=min(protocol_version, PROTOCOL_VERSION)
-            if protocol_version >= 1
-            else PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=PromptCapabilities(
-                    image=True, audio=False, embedded_context=True
-                ),
-                session_capabilities=SessionCapabilities(close=SessionCloseCapabilities()),
-            ),
-            agent_info=Implementation(
-                name="agent-channel-acp", title="agent-channel", version=__version__
-            ),
-            auth_methods=[],
-        )
+        return initialize_response(protocol_version)
 
     async def new_session(
         self,
@@ -227,7 +240,7 @@ class AcpServer:
         if len(self._forgotten) > _FORGOTTEN:
             self._forgotten.popitem(last=False)
 
-    def session_announced(self, method: str, response: dict[str, Any]) -> None:
+    def session_announced(self, method: str, params: Any, response: dict[str, Any]) -> None:
         """Transport hook: the ``session/new`` response is written; the session may speak."""
         result = response.get("result")
         if method == "session/new" and isinstance(result, dict):
@@ -236,13 +249,7 @@ class AcpServer:
                 session.open()
 
     def shadowed_names(self) -> dict[str, frozenset[str]]:
-        """Per method, the handler's parameter names that a ``_meta`` key must not replace."""
-        out: dict[str, frozenset[str]] = {}
-        for method, attr in _METHODS.items():
-            params = inspect.signature(getattr(self, attr)).parameters
-            names = {n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
-            out[method] = frozenset(names | {"self"})
-        return out
+        return shadowed_names(self)
 
     async def shutdown(self) -> None:
         """End every execution (EOF on the transport)."""

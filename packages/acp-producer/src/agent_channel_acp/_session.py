@@ -1,7 +1,11 @@
-"""One ACP session: one top-level execution, its pending prompts and its update stream.
+"""stdio mode: one ACP session is one hub and this one binding, whose prompts wait for
+the turn.
 
-Everything runs on the connection's event loop; the event subscriber runs inside the
-consumer's task and never waits.
+The :class:`~._hub.Hub` watches the execution and renders its events (the same rendering
+attach mode uses); this module adds what only stdio has: prompts answered when their turn
+ends, the S-rules' ordering of answers and updates, and shedding that keeps the client.
+Everything runs on the connection's event loop; the hub's callbacks run inside the
+consumer's task and never wait.
 
 Prompts. Each prompt is posted as a ``UserMessage`` and answered when the turn that
 drained it ends (``AwaitingInput``: its stop reason; ``TurnCancelled``: ``cancelled``),
@@ -9,14 +13,13 @@ when the execution ends (its stop reason or its failure; a prompt it never drain
 -32600, S15), or at once when a cancel withdraws it. A cancel marks every prompt not yet
 answered: each is answered ``cancelled`` whenever its answer goes out (S5b).
 
-Updates. Bookkeeping happens when an event arrives; rendering happens when its entry is
-written. Entries are written strictly in order, so an answer follows every update of its
-turn, and nothing after an answer is written before the SDK has written that response
-(S16). When nothing is queued or held and the transport has nothing buffered, an entry
-is written on the spot from the subscriber; otherwise it joins the outbox (bounded, text
-merges: see ``_outbox``), which a sender task works through while a backlog exists. Both
-ways go through :meth:`Session._frames`: an update that cannot be rendered is logged and
-skipped, and answers always go out.
+Updates. The hub hands over each event's updates before the session sees the event, so
+an answer follows every update of its turn. Entries are written strictly in order, and
+nothing after an answer is written before the SDK has written that response (S16). When
+nothing is queued or held and the transport has nothing buffered, an entry is written on
+the spot; otherwise it joins the outbox (bounded, text merges: see ``_outbox``), which a
+sender task works through while a backlog exists. A card's update whose card the client
+never got (it was shed) is preceded by a minimal card, so no update names an unknown call.
 """
 
 from __future__ import annotations
@@ -31,46 +34,29 @@ from uuid import uuid4
 
 from acp import RequestError
 from acp.meta import CLIENT_METHODS
-from acp.schema import (
-    AllowedOutcome,
-    PermissionOption,
-    PromptResponse,
-    SessionNotification,
-    ToolCallUpdate,
-    UsageUpdate,
-)
+from acp.schema import PermissionOption, PromptResponse, ToolCallUpdate
 from acp.schema import Usage as AcpUsage
-from acp.utils import serialize_params
 from agent_channel import (
     AgentRef,
     AwaitingInput,
     Cancel,
     ChannelClosed,
     ChatMessage,
-    ChatMessageAssistant,
     ChatMessageTool,
     ChatMessageUser,
-    ContentReasoning,
-    ContentText,
     ExecutionEvent,
     ExecutionFinished,
     ItemsDrained,
-    MessageAppended,
     ModelCallFinished,
-    ModelDelta,
     StopReason,
-    ToolCall,
-    ToolCallFinished,
-    ToolCallStarted,
-    ToolKind,
     TurnCancelled,
     Usage,
     UserMessage,
     open_channel,
-    thaw,
 )
 
 from . import _mapping as m
+from ._hub import Chunk, Hub, Live
 from ._outbox import Outbox, Shed, Text
 
 log = logging.getLogger("agent_channel_acp")
@@ -84,14 +70,9 @@ BACKLOG_LIMIT = 8 * 1024 * 1024
 NOT_READ = "the agent finished before reading this prompt"
 FINISHED = "the session's agent has finished"
 
-ALLOW = "allow_once"
-REJECT = "reject_once"
-_OPTIONS = [
-    PermissionOption(option_id=ALLOW, name="Allow", kind="allow_once"),
-    PermissionOption(option_id=REJECT, name="Reject", kind="reject_once"),
-]
 _SESSION_UPDATE = CLIENT_METHODS["session_update"]
-_RECENT = 256  # message / prompt ids remembered to tell "seen" from "new" (bounded)
+_RECENT = 256  # prompt ids remembered to tell "ours" from "new" (bounded)
+_FINAL = frozenset({"completed", "failed"})
 
 
 class ClientConn(Protocol):
@@ -143,39 +124,13 @@ class _Answer:
 
 
 @dataclass(slots=True)
-class _ToolEnd:
-    """A final card state not from a ``ToolCallFinished``, or one whose content was shed."""
-
-    tool_call_id: str
-    name: str
-    status: str
-    text: str | None
-
-
-@dataclass(slots=True)
-class _Usage:
-    used: int
-    size: int
-
-
-@dataclass(slots=True)
-class _Announce:
-    call: ToolCall
-
-
-@dataclass(slots=True)
-class _Allowed:
-    tool_call_id: str
-
-
-@dataclass(slots=True)
 class _Barrier:
     done: asyncio.Future[None]
 
 
 @dataclass(slots=True)
 class _Replay:
-    history: list[ChatMessage]
+    history: tuple[ChatMessage, ...]
 
 
 @dataclass(slots=True)
@@ -183,19 +138,7 @@ class _End:
     pass
 
 
-_Entry = (
-    ToolCallStarted
-    | ToolCallFinished
-    | MessageAppended
-    | _ToolEnd
-    | _Usage
-    | _Answer
-    | _Announce
-    | _Allowed
-    | _Barrier
-    | _Replay
-    | _End
-)
+_Entry = Live | _Answer | _Barrier | _Replay | _End
 
 
 @dataclass(slots=True)
@@ -210,16 +153,13 @@ class _Recent:
         if len(items) > _RECENT:
             del items[next(iter(items))]
 
-    def __contains__(self, key: str) -> bool:
-        return key in self.items
-
     def take(self, key: str) -> bool:
         """Forget ``key``; whether it was there."""
         return self.items.pop(key, 0) is None
 
 
 class Session:
-    """The producer's side of one ACP session (see the module docstring)."""
+    """The producer's side of one stdio ACP session (see the module docstring)."""
 
     def __init__(
         self,
@@ -241,6 +181,7 @@ class Session:
         self._context_window = context_window
         self._on_done = on_done
         self._ref: AgentRef | None = None
+        self._hub: Hub | None = None
         self._start_error: str | None = None
         self._finished: ExecutionFinished | None = None
         # prompts
@@ -250,16 +191,9 @@ class Session:
         self._our_cancels: set[str] = set()
         self._own = _Recent()  # ids of the client's prompts: not echoed back
         self._turn_usage: Usage | None = None
-        # what the client has been shown, or will be
-        self._history: list[ChatMessage] = []
-        self._cards: dict[str, tuple[str, ToolKind]] = {}
-        self._unfinished: set[str] = set()
-        self._shown = _Recent()  # assistant messages streamed or sent whole already
-        self._last_streamed = ""
         # writing
         self._outbox: Outbox[_Entry] = Outbox(backlog_limit, self._shed)
-        self._announced: set[str] = set()
-        self._awaiting_approval: set[str] = set()
+        self._carded: set[str] = set()  # tool calls whose card the client was sent
         self._opened = False
         self._gone = False
         self._holds = 0  # answers resolved whose response the SDK has not written yet
@@ -306,9 +240,8 @@ class Session:
             log.warning("session %s: closed with updates still queued for the client", self.id)
 
     async def _run(self) -> None:
-        approver = self._approve_call if self._approve else None
         try:
-            async with open_channel(approver=approver) as ch:
+            async with open_channel() as ch:
                 ref = ch.ref()
                 try:
                     run = self._body()
@@ -320,7 +253,18 @@ class Session:
                     return
                 self._ref = ref
                 release = ref.mark_live()
-                ref.subscribe(self._on_event)
+                hub = self._hub = Hub(
+                    self.id,
+                    ref,
+                    title="",
+                    replay=0,
+                    approve=self._approve,
+                    context_window=self._context_window,
+                    attach=False,
+                    echo=self._echo,
+                    observer=self._on_event,
+                )
+                hub.bind(self, driver=True)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
                 self._ready.set()
                 try:
                     await run
@@ -348,9 +292,7 @@ class Session:
             ref.post(item)
         except ChannelClosed:
             del self._pending[item.id], self._queued[item.id]
-            raise RequestError.invalid_request(
-                {"reason": FINISHED, "sessionId": self.id}
-            ) from None
+            raise RequestError.invalid_request({"reason": FINISHED, "sessionId": self.id}) from None
         return await p.future
 
     def cancel(self) -> None:
@@ -375,7 +317,8 @@ class Session:
 
     async def replay(self) -> None:
         """Queue the conversation so far as updates, ahead of anything that follows."""
-        self._push(_Replay(list(self._history)), keep=True)
+        hub = self._hub
+        self._push(_Replay(hub.messages() if hub is not None else ()), keep=True)
         await self.flush()
 
     async def flush(self) -> None:
@@ -384,42 +327,53 @@ class Session:
         self._push(_Barrier(done), keep=True)
         await done
 
-    # -- the consumer's side (runs in the consumer's task) -----------------------------
+    # -- the hub's binding (runs in the consumer's task) --------------------------------
+
+    is_driver = True
+    alive = True
+
+    def attached(self, hub: Hub, replay: list[dict[str, Any]], snapshot: Live) -> None:
+        """stdio has no bind preamble: the client started the execution itself."""
+
+    def live(self, live: Live) -> None:
+        if live.method is not None:
+            return  # attach mode's extension notifications
+        self._push(live, keep=live.keep, size=live.size)
+
+    def chunk(self, chunk: Chunk) -> None:
+        if self._clear() and not self._outbox:
+            self._write(self._notify(m.chunk_json(chunk.kind, chunk.text, chunk.message_id)))
+            return
+        self._outbox.text(chunk.message_id, chunk.kind, chunk.text)
+        self._kick()
+
+    async def ask_permission(self, request: ToolCallUpdate, options: list[PermissionOption]) -> Any:
+        """The client's answer; a request that fails counts as a rejection (S10)."""
+        await self.flush()  # the card (and the narration) first
+        try:
+            resp = await self._conn.request_permission(
+                session_id=self.id, tool_call=request, options=options
+            )
+        except (RequestError, ConnectionError, ValueError) as e:
+            log.warning("session %s: permission request failed (%s); rejecting", self.id, e)
+            return False
+        return getattr(resp, "outcome", None)
+
+    def _echo(self, message: ChatMessageUser) -> bool:
+        return not self._own.take(message.id)  # the client's own prompts are not echoed
 
     def _on_event(self, ev: ExecutionEvent) -> None:
-        if isinstance(ev, ModelDelta):  # by far the most frequent: first, and short
-            mid = ev.message_id
-            if mid != self._last_streamed:
-                self._last_streamed = mid
-                self._shown.add(mid)
-            self._text(mid, ev.kind, ev.text)
-            return
+        """Prompt bookkeeping, after the hub has handed over the event's updates."""
         if isinstance(ev, ItemsDrained):
             for item in ev.items:
                 p = self._queued.pop(item.id, None)
                 if p is not None:
                     self._consumed.append(p)
-            return
-        if isinstance(ev, ToolCallStarted):
-            self._cards[ev.tool_call_id] = (ev.title or ev.name, ev.kind)
-            self._unfinished.add(ev.tool_call_id)
-            self._push(ev)
-            return
-        if isinstance(ev, ToolCallFinished):
-            self._unfinished.discard(ev.tool_call_id)
-            self._push(ev)
-            return
-        if isinstance(ev, ModelCallFinished):
-            self._model_finished(ev)
-            return
-        if isinstance(ev, MessageAppended):
-            self._appended(ev)
-            return
-        if isinstance(ev, TurnCancelled):
-            for tool_call_id in sorted(self._unfinished):  # a consumer that did not close them
-                name = self._cards.get(tool_call_id, (tool_call_id, "other"))[0]
-                self._push(_ToolEnd(tool_call_id, name, "failed", "cancelled"))
-            self._unfinished.clear()
+        elif isinstance(ev, ModelCallFinished):
+            usage = ev.usage
+            if usage is not None:
+                self._turn_usage = usage if self._turn_usage is None else self._turn_usage + usage
+        elif isinstance(ev, TurnCancelled):
             ours = ev.cancel.id in self._our_cancels
             self._our_cancels.discard(ev.cancel.id)
             # Ours covers the prompts sent before it; another producer's, the whole turn.
@@ -427,13 +381,11 @@ class Session:
             if done:
                 self._consumed = [p for p in self._consumed if not (p.cancelled or not ours)]
             self._answer_turn(done, "cancelled")
-            return
-        if isinstance(ev, AwaitingInput):
+        elif isinstance(ev, AwaitingInput):
             self._our_cancels.clear()  # nothing left to stop: a late one is dropped
             done, self._consumed = self._consumed, []
             self._answer_turn(done, ev.stop_reason)
-            return
-        if isinstance(ev, ExecutionFinished):
+        elif isinstance(ev, ExecutionFinished):
             self._finished = ev
             self._our_cancels.clear()
             done, self._consumed = self._consumed, []
@@ -453,66 +405,6 @@ class Session:
         if prompts:
             self._push(_Answer(prompts, stop_reason, usage=usage), keep=True)
 
-    def _model_finished(self, ev: ModelCallFinished) -> None:
-        msg = ev.message
-        if msg is not None and msg.id not in self._shown:
-            self._shown.add(msg.id)
-            self._whole(msg)  # a model that does not stream
-        usage = ev.usage
-        if usage is not None:
-            self._turn_usage = usage if self._turn_usage is None else self._turn_usage + usage
-            if self._context_window:
-                used = usage.input_tokens + usage.output_tokens
-                self._push(_Usage(min(used, self._context_window), self._context_window))
-
-    def _appended(self, ev: MessageAppended) -> None:
-        msg = ev.message
-        history = self._history
-        if ev.index == len(history):
-            history.append(msg)
-        elif ev.index < len(history):
-            history[ev.index] = msg
-        if isinstance(msg, ChatMessageUser):
-            if not self._own.take(msg.id):
-                self._push(ev)  # a message the agent added itself: show it
-        elif isinstance(msg, ChatMessageAssistant) and not self._shown.take(msg.id):
-            self._whole(msg)  # neither streamed nor reported by a model call: show it now
-
-    def _whole(self, msg: ChatMessageAssistant) -> None:
-        if isinstance(msg.content, str):
-            if msg.content:
-                self._text(msg.id, "text", msg.content)
-            return
-        for part in msg.content:
-            if isinstance(part, ContentReasoning):
-                self._text(msg.id, "reasoning", part.reasoning)
-            elif isinstance(part, ContentText) and part.text:
-                self._text(msg.id, "text", part.text)
-
-    async def _approve_call(self, call: ToolCall) -> bool:
-        self._push(_Announce(call), keep=True)
-        await self.flush()
-        title, kind = self._cards.get(call.id, (call.name, "other"))
-        update = ToolCallUpdate(
-            tool_call_id=call.id,
-            title=title,
-            kind=kind,
-            status="pending",
-            raw_input=thaw(call.arguments),
-        )
-        try:
-            resp = await self._conn.request_permission(
-                session_id=self.id, tool_call=update, options=_OPTIONS
-            )
-        except (RequestError, ConnectionError, ValueError) as e:
-            log.warning("session %s: permission request failed (%s); rejecting", self.id, e)
-            return False
-        outcome = getattr(resp, "outcome", None)
-        allowed = isinstance(outcome, AllowedOutcome) and outcome.option_id == ALLOW
-        if allowed:
-            self._push(_Allowed(call.id), keep=True)
-        return allowed
-
     # -- writing -------------------------------------------------------------------------
 
     def _clear(self) -> bool:
@@ -524,19 +416,12 @@ class Session:
             and (self._gone or self._writer.ready())
         )
 
-    def _text(self, message_id: str, kind: str, text: str) -> None:
-        if self._clear() and not self._outbox:
-            self._write(self._notify(m.chunk_json(kind, text, message_id)))
-            return
-        self._outbox.text(message_id, kind, text)
-        self._kick()
-
-    def _push(self, entry: _Entry, *, keep: bool = False) -> None:
+    def _push(self, entry: _Entry, *, keep: bool = False, size: int = 0) -> None:
         if self._clear() and not self._outbox:
             for frame in self._frames(entry):
                 self._write(frame)
             return
-        self._outbox.put(entry, 0 if keep else _size(entry), keep=keep)
+        self._outbox.put(entry, size, keep=keep)
         self._kick()
 
     def _write(self, frame: dict[str, Any]) -> None:
@@ -579,12 +464,15 @@ class Session:
 
     def _shed(self, entry: _Entry) -> _Entry | None:
         """What stays of a dropped entry: the final state of a card the client already has."""
-        if isinstance(entry, ToolCallFinished):
-            if entry.tool_call_id in self._announced:
-                status = "completed" if entry.status == "completed" else "failed"
-                return _ToolEnd(entry.tool_call_id, entry.name, status, None)
-        elif isinstance(entry, _ToolEnd) and entry.tool_call_id in self._announced:
-            return _ToolEnd(entry.tool_call_id, entry.name, entry.status, None)
+        if isinstance(entry, Live) and entry.method is None:
+            update = entry.payload
+            if (
+                update.get("sessionUpdate") == "tool_call_update"
+                and update.get("status") in _FINAL
+                and update.get("toolCallId") in self._carded
+            ):
+                small = m.tool_end_json(update["toolCallId"], update["status"], None)
+                return Live(None, small, 0, True)
         return None
 
     # -- rendering (runs when an entry is written; every entry before it is out) ---------
@@ -594,6 +482,8 @@ class Session:
         rendered is logged and skipped; the session and its answers go on."""
         if isinstance(entry, Text):
             return [self._notify(m.chunk_json(entry.kind, entry.text, entry.message_id))]
+        if isinstance(entry, Live):
+            return self._live_frames(entry.payload)
         try:
             updates = self._render(entry)
         except Exception:
@@ -601,21 +491,27 @@ class Session:
             return []
         frames: list[dict[str, Any]] = []
         for update in updates:
-            if isinstance(update, dict):
-                frames.append(update)  # pyright: ignore[reportUnknownArgumentType]
-                continue
             try:
-                notification = SessionNotification(session_id=self.id, update=update)
-                frames.append(
-                    {
-                        "jsonrpc": "2.0",
-                        "method": _SESSION_UPDATE,
-                        "params": serialize_params(notification),
-                    }
-                )
+                frames.extend(self._live_frames(m.as_json(update)))
             except Exception:
                 log.exception("session %s: an update could not be sent; skipped", self.id)
         return frames
+
+    def _live_frames(self, update: dict[str, Any]) -> list[dict[str, Any]]:
+        kind = update.get("sessionUpdate")
+        if kind == "tool_call":
+            self._carded.add(update["toolCallId"])
+        elif kind == "tool_call_update" and update["toolCallId"] not in self._carded:
+            # its card was shed: a minimal one first, so the update names a known call
+            tool_call_id = update["toolCallId"]
+            self._carded.add(tool_call_id)
+            hub = self._hub
+            title, kind_ = (hub.cards if hub is not None else {}).get(
+                tool_call_id, (tool_call_id, "other")
+            )
+            card = m.as_json(m.tool_start(tool_call_id, title=title, kind=kind_, raw_input=None))
+            return [self._notify(card), self._notify(update)]
+        return [self._notify(update)]
 
     def _notify(self, update: dict[str, Any]) -> dict[str, Any]:
         """The ``session/update`` frame for an update already in its JSON form."""
@@ -626,60 +522,9 @@ class Session:
         }
 
     def _render(self, entry: _Entry | Shed) -> list[Any]:
-        if isinstance(entry, ToolCallStarted):
-            tool_call_id = entry.tool_call_id
-            if tool_call_id in self._announced:
-                return [m.tool_started_update(entry)]
-            # With approval on, the request follows: the card waits as "pending".
-            self._announced.add(tool_call_id)
-            if self._approve:
-                self._awaiting_approval.add(tool_call_id)
-            title, kind = self._cards.get(tool_call_id, (entry.title or entry.name, entry.kind))
-            return [
-                m.tool_start(
-                    tool_call_id,
-                    title=title,
-                    kind=kind,
-                    raw_input=thaw(entry.arguments),
-                    status="pending" if self._approve else "in_progress",
-                )
-            ]
-        if isinstance(entry, ToolCallFinished):
-            card = self._card_first(entry.tool_call_id, entry.name)
-            return [*card, self._notify(m.tool_finished_json(entry))]
-        if isinstance(entry, _ToolEnd):
-            card = self._card_first(entry.tool_call_id, entry.name)
-            end = m.tool_end_json(entry.tool_call_id, entry.status, entry.text)
-            return [*card, self._notify(end)]
         if isinstance(entry, _Answer):
             self._answer(entry)
             return []
-        if isinstance(entry, MessageAppended):
-            message = entry.message
-            return m.user_chunks(message) if isinstance(message, ChatMessageUser) else []
-        if isinstance(entry, _Usage):
-            return [UsageUpdate(session_update="usage_update", used=entry.used, size=entry.size)]
-        if isinstance(entry, _Announce):
-            call = entry.call
-            if call.id in self._announced:
-                return []
-            self._announced.add(call.id)
-            self._awaiting_approval.add(call.id)
-            title, kind = self._cards.get(call.id, (call.name, "other"))
-            return [
-                m.tool_start(
-                    call.id,
-                    title=title,
-                    kind=kind,
-                    raw_input=thaw(call.arguments),
-                    status="pending",
-                )
-            ]
-        if isinstance(entry, _Allowed):
-            if entry.tool_call_id not in self._awaiting_approval:
-                return []
-            self._awaiting_approval.discard(entry.tool_call_id)
-            return [m.tool_status_update(entry.tool_call_id, "in_progress")]
         if isinstance(entry, _Barrier):
             if not entry.done.done():
                 entry.done.set_result(None)
@@ -691,28 +536,20 @@ class Session:
                 f"[agent-channel: {_amount(entry.size)} of updates were not sent: the client "
                 "stopped reading. session/load replays the conversation.]"
             )
-            return [self._notify(m.chunk_json("text", note, f"shed-{uuid4().hex[:12]}"))]
+            return [m.chunk_json("text", note, f"shed-{uuid4().hex[:12]}")]
         if isinstance(entry, _End):
             if self._on_done is not None:
                 self._on_done(self)
             return []
         return []
 
-    def _card_first(self, tool_call_id: str, name: str) -> list[Any]:
-        """A card for a call the client has not seen (rejected before it ran, or shed)."""
-        self._awaiting_approval.discard(tool_call_id)
-        if tool_call_id in self._announced:
-            return []
-        self._announced.add(tool_call_id)
-        title, kind = self._cards.get(tool_call_id, (name, "other"))
-        return [m.tool_start(tool_call_id, title=title, kind=kind, raw_input=None)]
-
-    def _replay(self, history: list[ChatMessage]) -> list[Any]:
+    def _replay(self, history: tuple[ChatMessage, ...]) -> list[Any]:
         results = {msg.tool_call_id: msg for msg in history if isinstance(msg, ChatMessageTool)}
+        cards = self._hub.cards if self._hub is not None else {}
         out: list[Any] = []
         for msg in history:
             try:
-                out.extend(m.message_updates(msg, results, self._cards))
+                out.extend(m.message_updates(msg, results, cards))
             except Exception:
                 log.exception("session %s: a replayed message could not be sent; skipped", self.id)
         return out
@@ -744,15 +581,6 @@ class Session:
                 # S16: hold what follows until the SDK has written this response.
                 self._holds += 1
                 task.add_done_callback(self._release)
-
-
-def _size(entry: _Entry) -> int:
-    """About how many bytes a queued entry holds beyond its fixed cost (its text)."""
-    if isinstance(entry, ToolCallFinished):
-        return len(entry.content) + len(entry.error or "")
-    if isinstance(entry, ToolCallStarted | MessageAppended):
-        return len(entry.model_dump_json())
-    return 0
 
 
 def _amount(size: int) -> str:

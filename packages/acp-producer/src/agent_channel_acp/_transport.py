@@ -39,8 +39,9 @@ from typing import Any, cast
 
 log = logging.getLogger("agent_channel_acp")
 
-ResponseHook = Callable[[str, dict[str, Any]], None]
-"""Called with (method, response) after the response to a watched request was written."""
+ResponseHook = Callable[[str, Any, dict[str, Any]], None]
+"""Called with (method, the request's params, response) after the response to a watched
+request was written."""
 
 MAX_FRAME = 8 << 20
 """Longest incoming frame in bytes (8 MiB), newline excluded."""
@@ -83,13 +84,15 @@ class LineTransport:
         self._writer = writer
         self._shadowed = dict(shadowed or {})
         self._watch_methods = watch
-        self._watched: dict[object, str] = {}
+        self._watched: dict[object, tuple[str, Any]] = {}
         self._on_response = on_response
         self._notifications = notifications
         self._unanswered: dict[object, list[str]] = {}  # request id -> methods still owed
         self._answered = asyncio.Event()
         self._closed = False
         self._gone = False
+        self._transport = writer.transport
+        self._batch: list[bytes] = []  # write_soon's frames, out at the end of this loop step
 
     async def receive(self) -> dict[str, Any] | None:
         """The next well-formed JSON-RPC object, or None at end of stream."""
@@ -138,13 +141,18 @@ class LineTransport:
                 raise
             return
         if is_response and self._watched:
-            method = self._watched.pop(message.get("id"), None)
-            if method is not None and self._on_response is not None:
-                self._on_response(method, message)
+            watched = self._watched.pop(message.get("id"), None)
+            if watched is not None and self._on_response is not None:
+                self._on_response(watched[0], watched[1], message)
+
+    @property
+    def gone(self) -> bool:
+        """True once the client can no longer be written to (closed, reset or closing)."""
+        return self._gone or self._closed or self._writer.transport.is_closing()
 
     def ready(self) -> bool:
         """True when a frame written now goes straight out: open, and nothing left buffered."""
-        return not self._closed and self._writer.transport.get_write_buffer_size() == 0
+        return not self._closed and self._transport.get_write_buffer_size() == 0
 
     async def drain(self) -> None:
         """Wait while the peer is not reading (the stream's high-water mark is passed)."""
@@ -160,16 +168,49 @@ class LineTransport:
         Frames written here and by :meth:`send` reach the wire in call order: both
         append to the same stream writer, synchronously.
         """
+        self.write_bytes(encode(message) + b"\n")
+
+    def write_bytes(self, data: bytes) -> None:
+        """Write one encoded frame (newline included) now, after anything ``write_soon`` holds."""
         if self._closed or self._writer.transport.is_closing():
             self._lost()
             raise ConnectionError("the client is gone")
-        data = json.dumps(message, separators=(",", ":"), default=str).encode() + b"\n"
+        if self._batch:
+            self._flush_batch()
         self._writer.write(data)
+
+    def write_soon(self, data: bytes) -> None:
+        """Write one encoded frame at the end of this loop step, with the others written so.
+
+        The frames of an execution's burst, fanned out to many clients, then cost each
+        client one write call instead of one each. Order with every other write is kept:
+        any direct write sends the held frames first.
+        """
+        if self._closed or self._gone:
+            raise ConnectionError("the client is gone")
+        if not self._batch:
+            asyncio.get_running_loop().call_soon(self._flush_batch)
+        self._batch.append(data)
+
+    def _flush_batch(self) -> None:
+        batch = self._batch
+        if not batch:
+            return
+        data = b"".join(batch)
+        batch.clear()
+        if self._closed or self._writer.transport.is_closing():
+            self._lost()
+            return
+        try:
+            self._writer.write(data)
+        except (ConnectionError, OSError):
+            self._lost()
 
     async def close(self) -> None:
         if self._closed:
             return
         await self._settle(lambda method: True, CLOSE_GRACE)
+        self._flush_batch()
         self._closed = True
         await self._flush(CLOSE_GRACE)
         try:
@@ -210,7 +251,7 @@ class LineTransport:
         if has_id:
             self._unanswered.setdefault(msg_id, []).append(method)
             if method in self._watch_methods:
-                self._watched[msg_id] = method
+                self._watched[msg_id] = (method, params)
         return message
 
     def _notification_ok(self, method: str, params: object) -> bool:
@@ -248,6 +289,7 @@ class LineTransport:
         if self._closed or self._gone:
             return
         try:
+            self._flush_batch()
             self._writer.write(_error_frame(msg_id, code, text, data))
             await self._writer.drain()
         except ConnectionError:
@@ -328,6 +370,11 @@ class LineTransport:
                     return b"".join(parts)
                 over.size = size - chunk.endswith(b"\n")
                 return over
+
+
+def encode(value: object) -> bytes:
+    """Compact JSON, as every frame is written (anything else serialised with ``str``)."""
+    return json.dumps(value, separators=(",", ":"), default=str).encode()
 
 
 _TOKEN = re.compile(rb'\s*("(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+)')

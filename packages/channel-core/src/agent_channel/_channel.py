@@ -11,44 +11,54 @@ interrupt it, so no cancel scope is needed).
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from types import TracebackType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 
 from ._errors import AgentInterrupted, ChannelClosed, NotOwner
-from ._events import (
-    ExecutionEvent,
-    ExecutionFinished,
-    ItemsDrained,
-    StopReason,
-    TurnCancelled,
-    TurnEnded,
-    TurnStarted,
-    TurnState,
-)
 from ._items import Cancel, ChannelItem
 from ._loop import LoopHandle
-from ._messages import ChatMessage, ToolCall
 from ._regions import NullRegion, Region
 from ._snapshot import ExecutionSnapshot
 
-log = logging.getLogger("agent_channel")
+if TYPE_CHECKING:  # the event models are imported where the first event is built
+    from ._events import ExecutionEvent, StopReason, TurnEnded, TurnStarted, TurnState
+    from ._messages import ChatMessage, ToolCall
 
-# Field-less events are immutable: publish one shared instance instead of building one per turn.
-_TURN_STARTED = TurnStarted()
-_TURN_ENDED = TurnEnded()
+_isa = type.__instancecheck__
+"""``isinstance`` for the hot paths: a pydantic class's own goes through the (slower) ABC check."""
 
-Subscriber = Callable[[ExecutionEvent], None]
+# Field-less events are immutable: one shared instance each, built when first published.
+_turn_started_event: TurnStarted | None = None
+_turn_ended_event: TurnEnded | None = None
+
+
+def _turn_started() -> TurnStarted:
+    global _turn_started_event
+    from ._events import TurnStarted
+
+    _turn_started_event = TurnStarted()
+    return _turn_started_event
+
+
+def _turn_ended() -> TurnEnded:
+    global _turn_ended_event
+    from ._events import TurnEnded
+
+    _turn_ended_event = TurnEnded()
+    return _turn_ended_event
+
+
+Subscriber = Callable[["ExecutionEvent"], None]
 """An event callback. It runs synchronously in the consumer's task: keep it quick."""
 
-Approver = Callable[[ToolCall], Awaitable[bool]]
+Approver = Callable[["ToolCall"], Awaitable[bool]]
 """Decides whether a tool call may run: given by whoever opens the channel, or routed
 by a producer (:meth:`AgentRef.route_approvals`)."""
 
@@ -119,14 +129,18 @@ class AgentChannel:
         Raises :class:`ChannelClosed` once the execution finished: an item is either
         refused here or reaches the consumer or ``ExecutionFinished.undelivered``.
         """
-        if not isinstance(item, ChannelItem):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not _isa(ChannelItem, item):
             raise TypeError(f"post() takes a ChannelItem such as UserMessage, not {_kind(item)}")
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # not `with`: measurably slower on this path
+        try:
             if self._closed:
                 raise ChannelClosed(f"execution finished; {item.type} {item.id} not delivered")
             self._queue.append(item)
-            if isinstance(item, Cancel):
+            if _isa(Cancel, item):
                 self._cancels += 1
+        finally:
+            lock.release()
         waiter = self._waiter
         if waiter is not None:
             self._call_on_loop(waiter.set)
@@ -140,15 +154,25 @@ class AgentChannel:
         """
         if cancel is None:
             cancel = Cancel()
-        elif not isinstance(cancel, Cancel):  # pyright: ignore[reportUnnecessaryIsInstance]
+        elif not _isa(Cancel, cancel):
             raise TypeError(f"interrupt() takes a Cancel (or nothing), not {_kind(cancel)}")
-        with self._lock:
+        on_loop = threading.get_ident() == self._thread
+        lock = self._lock
+        lock.acquire()
+        try:
             if self._closed:
                 return
             self._queue.append(cancel)
             self._cancels += 1
-        scope = self._scope
-        if scope is not None:
+            scope = self._scope
+            # On the loop's thread the bound scope cannot change meanwhile, so claim the
+            # Cancel for it right here, where no withdraw can take it in between.
+            claimed = on_loop and scope is not None and scope._claim(cancel)
+        finally:
+            lock.release()
+        if claimed:
+            scope._stop()  # pyright: ignore[reportOptionalMemberAccess]
+        elif scope is not None and not on_loop:
             self._call_on_loop(lambda: scope.interrupt(cancel))
         waiter = self._waiter
         if waiter is not None:
@@ -166,9 +190,11 @@ class AgentChannel:
             q = self._queue
             for i, item in enumerate(q):
                 if item.id == item_id and item is not self._claimed:
-                    del q[i]
+                    # Count first: receive() reads the two without the lock, and must never
+                    # see "only Cancels queued" while a message waits (it would park on it).
                     if isinstance(item, Cancel):
                         self._cancels -= 1
+                    del q[i]
                     return True
         return False
 
@@ -243,6 +269,8 @@ class AgentChannel:
         if not items:  # withdrawn meanwhile
             return items
         if self._subscribers:
+            from ._events import ItemsDrained
+
             self.publish(ItemsDrained(items=tuple(items)))
         if cancels:
             self._turn_cancelled(next(i for i in reversed(items) if isinstance(i, Cancel)))
@@ -269,6 +297,8 @@ class AgentChannel:
                 items = [i for i in items if not isinstance(i, Cancel)]
             if items:
                 if self._subscribers:
+                    from ._events import ItemsDrained
+
                     self.publish(ItemsDrained(items=tuple(items)))
                 return items
 
@@ -298,32 +328,44 @@ class AgentChannel:
             try:
                 callback(event)
             except Exception:
-                log.exception("event subscriber %r failed", callback)
+                import logging  # imported when first needed
+
+                logging.getLogger("agent_channel").exception("event subscriber %r failed", callback)
 
     # -- internals ---------------------------------------------------------------------
 
     def _turn_cancelled(self, cancel: Cancel) -> None:
         self.turn_state = "cancelled"
         if self._subscribers:
+            from ._events import TurnCancelled
+
             self.publish(TurnCancelled(cancel=cancel))
 
     def _take(self) -> tuple[list[ChannelItem], int]:
         """Every queued item and how many of them are Cancels, atomically."""
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             q = self._queue
             items = [q.popleft()] if len(q) == 1 else list(q)
             q.clear()
             cancels, self._cancels = self._cancels, 0
+        finally:
+            lock.release()
         return items, cancels
 
     def _take_cancel(self, cancel: Cancel | None = None) -> Cancel | None:
         """Remove ``cancel`` (or else the oldest queued Cancel) from the queue."""
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             for i, item in enumerate(self._queue):
-                if isinstance(item, Cancel) and (cancel is None or item is cancel):
+                if (item is cancel) if cancel is not None else isinstance(item, Cancel):
                     del self._queue[i]
                     self._cancels -= 1
-                    return item
+                    return item  # pyright: ignore[reportReturnType] (it is that Cancel)
+        finally:
+            lock.release()
         return None
 
     def _claim(self) -> None:
@@ -426,6 +468,8 @@ class AgentChannel:
             self.stop_reason = "cancelled"
         message = None if error is None or self.stop_reason == "cancelled" else repr(error)
         if self._subscribers:
+            from ._events import ExecutionFinished
+
             self.publish(
                 ExecutionFinished(
                     stop_reason=self.stop_reason, undelivered=undelivered, error=message
@@ -445,17 +489,32 @@ class _Scope:
         self._interrupt: Cancel | None = None
 
     def interrupt(self, cancel: Cancel) -> None:
-        # Runs on the consumer's loop. A scope that has already exited ignores it:
-        # the Cancel stays queued and is delivered at the next boundary. One withdrawn
-        # before this ran stops nothing; once this ran it can no longer be withdrawn.
+        # Runs on the consumer's loop, handed over from another thread. A scope that has
+        # already exited ignores it: the Cancel stays queued and is delivered at the next
+        # boundary. One withdrawn before this ran stops nothing; once this ran it can no
+        # longer be withdrawn.
+        ch = self._channel
+        lock = ch._lock
+        lock.acquire()
+        try:
+            claimed = any(item is cancel for item in ch._queue) and self._claim(cancel)
+        finally:
+            lock.release()
+        if claimed:
+            self._stop()
+
+    def _claim(self, cancel: Cancel) -> bool:
+        """Under the channel's lock, on the loop: make ``cancel`` the one stopping this scope."""
         ch = self._channel
         if ch._scope is not self or self._interrupt is not None:
-            return
-        with ch._lock:
-            if not any(item is cancel for item in ch._queue):
-                return
-            ch._claimed = cancel
-        self._interrupt = cancel
+            return False
+        ch._claimed = self._interrupt = cancel
+        return True
+
+    def _stop(self) -> None:
+        # Directly, not from a loop callback (which would skip anyio's task-repr formatting):
+        # a callback runs a loop step later, and the consumer may leave the scope at the
+        # checkpoint it is resuming from instead of being stopped there.
         self._cs.cancel()
 
     def __enter__(self) -> None:
@@ -474,7 +533,7 @@ class _Scope:
         self._cs.__enter__()
         ch.turn_state = "started"
         if ch._subscribers:
-            ch.publish(_TURN_STARTED)
+            ch.publish(_turn_started_event or _turn_started())
 
     def __exit__(
         self,
@@ -493,11 +552,17 @@ class _Scope:
             raise AgentInterrupted(cancel) from None
         ch.turn_state = "ended"
         if ch._subscribers:
-            ch.publish(_TURN_ENDED if exc is None or suppressed else _ended_by(exc))
+            ch.publish(
+                (_turn_ended_event or _turn_ended())
+                if exc is None or suppressed
+                else _ended_by(exc)
+            )
         return bool(suppressed)
 
 
 def _ended_by(exc: BaseException) -> TurnEnded:
+    from ._events import TurnEnded
+
     if isinstance(exc, anyio.get_cancelled_exc_class()):
         return TurnEnded(error="cancelled")
     return TurnEnded(error=f"{type(exc).__name__}: {exc}")

@@ -5,19 +5,14 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic.version import VERSION
 
-DEFER_BUILD = tuple(int(n) for n in VERSION.split(".")[:2]) >= (2, 14)
-"""Whether the core's models build their validators at first use rather than at import.
-
-Deferring saves most of the import's model building. pydantic serialises first-use
-builds from 2.14 on; before that two threads building one model at once could validate
-with its parent's schema, so older versions build eagerly, as they always did.
-"""
+# Every model of the core builds its validator at first use (``defer_build``), not when
+# its class is defined: that is most of what defining it costs. pydantic makes first-use
+# builds thread-safe from 2.14 on, hence the core's lower bound.
 
 
 class _Part(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=DEFER_BUILD)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class ContentText(_Part):

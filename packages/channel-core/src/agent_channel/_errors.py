@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from ._items import Cancel
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only named here: importing an error defines no model
+    from ._items import Cancel
 
 
 class AgentInterrupted(Exception):

@@ -11,7 +11,6 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._content import DEFER_BUILD
 from ._frozen import FrozenJsonObject
 from ._items import AnyItem, Cancel
 from ._messages import ChatMessage, ChatMessageAssistant
@@ -32,7 +31,7 @@ taken by a ``drain()`` at a boundary (:class:`TurnCancelled`).
 class Usage(BaseModel):
     """Token counts of one model call (or a sum of several)."""
 
-    model_config = ConfigDict(frozen=True, defer_build=DEFER_BUILD)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -54,7 +53,7 @@ class Usage(BaseModel):
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=DEFER_BUILD)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class TurnStarted(_Event):

@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from ._content import DEFER_BUILD, Content, ContentText, content_text
+from ._content import Content, ContentText, content_text
 from ._messages import new_id
 
 _REGISTRY: dict[str, type[ChannelItem]] = {}
@@ -32,7 +32,7 @@ _REGISTRY: dict[str, type[ChannelItem]] = {}
 class ChannelItem(BaseModel):
     """Base of every item a channel carries."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=DEFER_BUILD)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     type: str
     id: str = Field(default_factory=new_id)

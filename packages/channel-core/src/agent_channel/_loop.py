@@ -9,8 +9,7 @@ behaves the same).
 
 from __future__ import annotations
 
-import asyncio
-import asyncio.tasks
+import sys
 from collections.abc import Callable
 from functools import partial
 from types import TracebackType
@@ -44,28 +43,40 @@ class LoopHandle:
     __slots__ = ("call_soon_threadsafe", "cancel_scope", "current_task")
 
     def __init__(self) -> None:
+        if not self._on_asyncio():
+            self._on_trio()
+
+    def _on_asyncio(self) -> bool:
+        if "asyncio" not in sys.modules:  # so no asyncio loop runs (and trio users never load it)
+            return False
+        import asyncio
+        import asyncio.tasks
+
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            try:
-                import trio  # pyright: ignore[reportMissingTypeStubs]
-
-                token: Any = trio.lowlevel.current_trio_token()
-            except (ImportError, RuntimeError):
-                raise RuntimeError("a channel needs a running asyncio or trio event loop") from None
-            self.current_task: Callable[[], object] = trio.lowlevel.current_task
-            self.call_soon_threadsafe: Callable[[Callable[[], Any]], object] = token.run_sync_soon
-            self.cancel_scope: Callable[[], CancelScopeLike] = trio.CancelScope
+            return False
+        # asyncio.current_task() looks the loop up again on every call; the
+        # table it reads is a plain dict keyed by loop where the C accelerator
+        # publishes it (3.11-3.13), so read it directly when it is there.
+        tasks: object = getattr(asyncio.tasks, "_current_tasks", None)
+        if isinstance(tasks, dict):
+            self.current_task: Callable[[], object] = partial(tasks.get, loop)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         else:
-            # asyncio.current_task() looks the loop up again on every call; the
-            # table it reads is a plain dict keyed by loop where the C accelerator
-            # publishes it (3.11-3.13), so read it directly when it is there.
-            tasks: object = getattr(asyncio.tasks, "_current_tasks", None)
-            if isinstance(tasks, dict):
-                self.current_task = partial(tasks.get, loop)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-            else:
-                self.current_task = asyncio.current_task
-            self.call_soon_threadsafe = loop.call_soon_threadsafe
-            # anyio.CancelScope() looks the backend up on every call; the class it
-            # returns is what it would build each time, so build that directly.
-            self.cancel_scope = type(anyio.CancelScope())
+            self.current_task = asyncio.current_task
+        self.call_soon_threadsafe: Callable[[Callable[[], Any]], object] = loop.call_soon_threadsafe
+        # anyio.CancelScope() looks the backend up on every call; the class it
+        # returns is what it would build each time, so build that directly.
+        self.cancel_scope: Callable[[], CancelScopeLike] = type(anyio.CancelScope())
+        return True
+
+    def _on_trio(self) -> None:
+        try:
+            import trio  # pyright: ignore[reportMissingTypeStubs]
+
+            token: Any = trio.lowlevel.current_trio_token()
+        except (ImportError, RuntimeError):
+            raise RuntimeError("a channel needs a running asyncio or trio event loop") from None
+        self.current_task = trio.lowlevel.current_task
+        self.call_soon_threadsafe = token.run_sync_soon
+        self.cancel_scope = trio.CancelScope

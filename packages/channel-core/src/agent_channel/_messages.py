@@ -6,13 +6,13 @@ message in an event holds a snapshot it cannot change under the consumer.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from uuid import uuid4
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._content import DEFER_BUILD, Content, content_text
-from ._frozen import FrozenJsonObject
+from ._content import Content, content_text
+from ._frozen import FrozenJsonObject, freeze
 
 
 def new_id() -> str:
@@ -20,18 +20,22 @@ def new_id() -> str:
     return uuid4().hex[:16]
 
 
+_NO_ARGUMENTS = freeze({})
+"""Defaults are never validated, so the empty default is frozen here (shared: it is read-only)."""
+
+
 class ToolCall(BaseModel):
     """A model's request to run a tool."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=DEFER_BUILD)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     name: str
-    arguments: FrozenJsonObject = Field(default_factory=dict[str, Any])
+    arguments: FrozenJsonObject = Field(default_factory=lambda: _NO_ARGUMENTS)
 
 
 class _Message(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=DEFER_BUILD)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str = Field(default_factory=new_id)
     content: str | tuple[Content, ...] = ""

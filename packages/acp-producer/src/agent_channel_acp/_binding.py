@@ -1,0 +1,308 @@
+"""One client session in attach mode: its role, its bounded outbox, its way to the wire.
+
+A binding receives the hub's live stream in order. When the connection takes frames
+as fast as they come, each is written on the spot; otherwise they wait in an
+:class:`~._outbox.Outbox` (streamed text merges while it waits) that a sender task
+works through. A client that falls more than ``backlog_limit`` bytes behind is
+dropped: what was waiting is shed, the binding leaves the hub, and the client is told
+why (a text chunk and ``_agent_channel/dropped``) once it reads again; ``session/load``
+reattaches it with a replay. So a slow client costs at most its backlog limit and
+never slows the agent or another client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+from uuid import uuid4
+
+from acp import RequestError
+from acp.schema import PermissionOption, ToolCallUpdate
+
+from . import _mapping as m
+from ._hub import META, Chunk, Live
+from ._outbox import Outbox, Shed, Text
+from ._transport import encode
+
+if TYPE_CHECKING:
+    from ._hub import Hub
+
+log = logging.getLogger("agent_channel_acp")
+
+_UPDATE_HEAD = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+
+
+class Writer(Protocol):
+    """A synchronous way to the wire (the connection's transport)."""
+
+    def ready(self) -> bool: ...
+
+    def write_bytes(self, data: bytes) -> None: ...
+
+    def write_soon(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+
+class Peer(Protocol):
+    """The connection a binding belongs to."""
+
+    name: str
+
+    @property
+    def writer(self) -> Writer: ...
+
+    @property
+    def gone(self) -> bool: ...
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
+    ) -> Any: ...
+
+
+@dataclass(slots=True)
+class _Barrier:
+    done: asyncio.Future[None]
+
+
+class Binding:
+    """A client session, bound to a hub or still choosing one (the picker)."""
+
+    def __init__(self, wire_id: str, peer: Peer, *, backlog_limit: int) -> None:
+        self.wire_id = wire_id
+        self._sid = encode(wire_id)
+        self._update_head = _UPDATE_HEAD + self._sid + b',"update":'
+        self.peer = peer
+        self._writer = peer.writer
+        self.hub: Hub | None = None
+        self.observe = False
+        """Asked to observe only (or the execution cannot be driven)."""
+        self.dropped = False
+        self._outbox: Outbox[Any] = Outbox(backlog_limit)
+        self._sheds = 0
+        self._bound_at = 0
+        self._cards: set[str] = set()  # tool calls whose card this session got or needs not
+        self._sender: asyncio.Task[None] | None = None
+        self._gone = asyncio.Event()
+
+    @property
+    def is_driver(self) -> bool:
+        hub = self.hub
+        return hub is not None and not self.observe and hub.running
+
+    @property
+    def alive(self) -> bool:
+        return not (self.dropped or self.peer.gone or self._gone.is_set())
+
+    # -- binding -------------------------------------------------------------------------
+
+    def attached(self, hub: Hub, replay: list[dict[str, Any]], snapshot: Live) -> None:
+        """Called by :meth:`Hub.bind`: the preamble, in order, then the live stream (A5)."""
+        self.hub = hub
+        self.dropped = False
+        self._bound_at = hub.seq
+        self._cards = {u["toolCallId"] for u in replay if u["sessionUpdate"] == "tool_call"}
+        interactive = self.is_driver
+        verb = "Bound to" if interactive else "Observing"
+        note = "" if interactive else " (observe-only)"
+        confirm = m.chunk_json("text", f"{verb} {hub.title} [{hub.id}]{note}\n", _fresh("bind"))
+        confirm["_meta"] = {
+            f"{META}bound": {"executionId": hub.id, "interactive": interactive},
+            f"{META}interactive": interactive,
+        }
+        # The preamble is kept whatever the backlog (the client asked for it): it costs at
+        # most the ring's bytes (``_hub.REPLAY_BYTES``) on top of the backlog limit.
+        self.live(Live(None, confirm, keep=True))
+        info = {"sessionUpdate": "session_info_update", "title": hub.title}
+        self.live(Live(None, info, keep=True))
+        for update in replay:
+            self.live(Live(None, update, keep=True))
+        self.live(Live(snapshot.method, snapshot.payload, keep=True))
+
+    def leave(self) -> None:
+        """The client went away or bound elsewhere: stop receiving, move approvals on."""
+        hub = self.hub
+        if hub is not None:
+            hub.unbind(self)
+        self._gone.set()
+
+    def rebind(self) -> None:
+        """Before binding again on the same session id."""
+        hub = self.hub
+        if hub is not None:
+            hub.unbind(self)
+        self.hub = None
+        self._gone = asyncio.Event()
+
+    # -- the stream ----------------------------------------------------------------------
+
+    def chunk(self, chunk: Chunk) -> None:
+        if self._clear():
+            update = chunk.encoded
+            if update is None:
+                update = chunk.encoded = encode(
+                    m.chunk_json(chunk.kind, chunk.text, chunk.message_id)
+                )
+            self._write(self._update_head + update + b"}}\n")
+            return
+        self._outbox.text(chunk.message_id, chunk.kind, chunk.text)
+        self._queued()
+
+    def live(self, live: Live) -> None:
+        if live.card is not None and live.card not in self._cards:
+            self._card_first(live.card)
+        if self._clear():
+            self._write(self._frame(live))
+            return
+        self._outbox.put(live, live.size, keep=live.keep)
+        self._queued()
+
+    def _card_first(self, tool_call_id: str) -> None:
+        """An update for a card this session never got (it left the ring before the bind):
+        a minimal card first, so no update names a call the client does not know."""
+        self._cards.add(tool_call_id)
+        hub = self.hub
+        if hub is None or hub.card_seq.get(tool_call_id, 0) > self._bound_at:
+            return  # its card came live
+        title, kind = hub.cards.get(tool_call_id, (tool_call_id, "other"))
+        card = m.tool_start(tool_call_id, title=title, kind=kind, raw_input=None)
+        self.live(Live(None, m.as_json(card), keep=True))
+
+    def say(self, text: str) -> None:
+        """A line of our own (the picker) on this session's stream."""
+        self.live(Live(None, m.chunk_json("text", text, _fresh("note"))))
+
+    def notify(self, method: str, payload: dict[str, Any]) -> None:
+        self.live(Live(method, payload))
+
+    async def flush(self) -> None:
+        """Wait until everything queued so far was handed to the transport."""
+        if not self._outbox and self._sender is None:
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._outbox.put(_Barrier(done), keep=True)
+        self._kick()
+        await done
+
+    async def ask_permission(
+        self, request: ToolCallUpdate, options: list[PermissionOption]
+    ) -> Any | None:
+        """This client's answer; None when it left before answering (A20: ask the next)."""
+        await self.flush()  # the model's narration reaches the driver first
+        if not self.alive:
+            return None
+        ask = asyncio.ensure_future(self.peer.request_permission(self.wire_id, request, options))
+        gone = asyncio.ensure_future(self._gone.wait())
+        try:
+            await asyncio.wait({ask, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not ask.done():
+                ask.cancel()
+        if ask.cancelled():
+            return None
+        error = ask.exception()
+        if isinstance(error, ConnectionError) or (error is not None and not self.alive):
+            return None
+        if error is not None:
+            if not isinstance(error, RequestError | ValueError):
+                raise error
+            log.warning(
+                "session %s: permission request failed (%s); rejecting", self.wire_id, error
+            )
+            return False
+        return getattr(ask.result(), "outcome", None)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def _clear(self) -> bool:
+        return self._sender is None and not self._outbox and self._writer.ready()
+
+    def _queued(self) -> None:
+        if self._outbox.sheds != self._sheds:  # it overflowed just now
+            self._sheds = self._outbox.sheds
+            if not self.dropped:
+                self._drop()
+        self._kick()
+
+    def _drop(self) -> None:
+        """Fell too far behind: shed, leave the hub, and say so once the client reads."""
+        self.dropped = True
+        hub = self.hub
+        if hub is not None:
+            hub.unbind(self)
+        log.warning("session %s: the client fell behind and was detached", self.wire_id)
+
+    def _kick(self) -> None:
+        if self._sender is None and self._outbox:
+            self._sender = asyncio.get_running_loop().create_task(
+                self._send_loop(), name=f"acp-attach-send-{self.wire_id}"
+            )
+
+    async def _send_loop(self) -> None:
+        outbox, writer = self._outbox, self._writer
+        try:
+            while outbox:
+                entry = outbox.popleft()
+                if isinstance(entry, _Barrier):
+                    if not entry.done.done():
+                        entry.done.set_result(None)
+                    continue
+                for frame in self._frames(entry):
+                    if self.peer.gone:
+                        break
+                    try:
+                        writer.write_bytes(frame)
+                        await writer.drain()
+                    except ConnectionError:
+                        break
+        finally:
+            self._sender = None
+            while outbox:  # the client is gone: release whoever waits on a barrier
+                entry = outbox.popleft()
+                if isinstance(entry, _Barrier) and not entry.done.done():
+                    entry.done.set_result(None)
+
+    def _frames(self, entry: Live | Text | Shed) -> list[bytes]:
+        if isinstance(entry, Text):
+            return [self._frame_chunk(entry.message_id, entry.kind, entry.text)]
+        if isinstance(entry, Shed):
+            reason = (
+                f"this client fell {_amount(entry.size)} behind the agent and was detached; "
+                "session/load reattaches it and replays the recent stream"
+            )
+            note = m.chunk_json("text", f"[agent-channel: {reason}]\n", _fresh("dropped"))
+            return [
+                self._frame(Live(None, note)),
+                self._frame(Live("_agent_channel/dropped", {"reason": reason})),
+            ]
+        return [self._frame(entry)]
+
+    def _write(self, frame: bytes) -> None:
+        with contextlib.suppress(ConnectionError):  # the connection's end detaches us
+            self._writer.write_soon(frame)
+
+    def _frame(self, live: Live) -> bytes:
+        """``live`` as this session's frame: its payload is encoded once for all bindings."""
+        payload = live.encoded
+        if payload is None:
+            payload = live.encoded = encode(live.payload)
+        if live.method is None:
+            return self._update_head + payload + b"}}\n"
+        head = b'{"jsonrpc":"2.0","method":' + encode(live.method) + b',"params":{"sessionId":'
+        rest = b"," + payload[1:] if len(payload) > 2 else b"}"
+        return head + self._sid + rest + b"}\n"
+
+    def _frame_chunk(self, message_id: str, kind: str, text: str) -> bytes:
+        return self._update_head + encode(m.chunk_json(kind, text, message_id)) + b"}}\n"
+
+
+def _fresh(prefix: str) -> str:
+    return f"{prefix}-{uuid4().hex[:12]}"
+
+
+def _amount(size: int) -> str:
+    return f"{size / 1024 / 1024:.1f} MiB" if size >= 1024 * 1024 else f"{size // 1024} KiB"
