@@ -1,0 +1,288 @@
+"""The console app: the conversation, the indicator, the queue, approvals, the input line.
+
+The link's updates only mark the screen dirty; a timer redraws at most :data:`FRAME`
+times a second whatever changed since. However fast the agent streams, the UI does
+bounded work per frame and the link never waits on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Footer, Input, Static
+
+from ._link import Link, LinkError, Target
+from ._state import State
+from ._widgets import (
+    EntryView,
+    Picker,
+    ReasoningView,
+    SidePanel,
+    approval_markup,
+    header_markup,
+    make_view,
+    queue_markup,
+    target_label,
+)
+
+FRAME = 1 / 20
+"""Seconds between two redraws (changes in between coalesce)."""
+
+_READY = "Message the agent; Enter sends (it reads it at its next step)"
+_REDIRECT = "The agent stopped and waits for you: type a redirect and press Enter"
+
+
+class Console(App[None]):
+    """``agent-channel-acp attach``: one operator's view of one running execution."""
+
+    TITLE = "agent-channel console"
+    ENABLE_COMMAND_PALETTE = False
+    CSS = """
+    #header { height: 1; padding: 0 1; background: $panel; }
+    #body { height: 1fr; }
+    #log { width: 1fr; padding: 0 1; }
+    SidePanel { width: 38; padding: 0 1; border-left: solid $panel; }
+    #approval { margin-bottom: 1; }
+    #approval.active { border: round $warning; padding: 0 1; }
+    #queue { margin-bottom: 1; }
+    #help { color: $text-muted; }
+    .entry { margin-bottom: 1; }
+    .tool { border: round $panel; padding: 0 1; }
+    .tool.status-in_progress { border: round $accent; }
+    .tool.status-completed { border: round $success; }
+    .tool.status-failed, .tool.status-cancelled { border: round $error; }
+    .tool.selected { border: double $accent; }
+    .queued { color: $warning; }
+    #picker { width: 90%; height: auto; max-height: 80%; border: round $accent;
+              padding: 0 1; background: $surface; }
+    Picker { align: center middle; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "interrupt", "interrupt", priority=True),
+        Binding("ctrl+t", "cancel_tool", "cancel tool", priority=True),
+        Binding("ctrl+g", "next_tool", "next tool", priority=True),
+        Binding("ctrl+w", "withdraw", "withdraw", priority=True),
+        Binding("ctrl+y", "allow", "allow", priority=True),
+        Binding("ctrl+n", "reject", "reject", priority=True),
+        Binding("ctrl+q", "quit", "quit", priority=True),
+    ]
+
+    def __init__(self, *, target: str | None = None, pid: int | None = None) -> None:
+        super().__init__()
+        self.state = State()
+        self.link = Link(self.state, target=target, pid=pid, choose=self._choose)
+        self.link.on_change = self._mark
+        self.selected_tool: str | None = None
+        self._views: dict[str, EntryView | ReasoningView] = {}
+        self._dirty = True
+        self._shown: dict[str, str] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.frames = 0
+        """Redraws so far (tests and the benchmark wait on them)."""
+
+    # -- layout ------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="header")
+        with Horizontal(id="body"):
+            yield VerticalScroll(id="log")
+            yield SidePanel()
+        yield Input(placeholder=_READY, id="input")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#input", Input).focus()
+        self.set_interval(FRAME, self._draw)
+        self.run_worker(self.link.run(), name="link", exit_on_error=False)
+
+    # -- drawing -----------------------------------------------------------------------
+
+    def _mark(self) -> None:
+        self._dirty = True
+
+    def _draw(self) -> None:
+        if not self._dirty:
+            return
+        self._dirty = False
+        state = self.state
+        log = self.query_one("#log", VerticalScroll)
+        at_end = log.scroll_offset.y >= log.max_scroll_y - 1
+        for key in state.removed:
+            view = self._views.pop(key, None)
+            if view is not None:
+                view.remove()
+        state.removed.clear()
+        fresh: list[EntryView | ReasoningView] = []
+        for key in dict.fromkeys(state.changed):
+            entry = state.entries.get(key)
+            if entry is None:
+                continue
+            view = self._views.get(key)
+            if view is None:
+                view = self._views[key] = make_view(entry)
+                fresh.append(view)
+            else:
+                view.refresh_entry(selected=key == self.selected_tool)
+        state.changed.clear()
+        if fresh:
+            log.mount_all(fresh)
+            for view in fresh:
+                view.refresh_entry(selected=view.entry.key == self.selected_tool)
+        self._select_default()
+        self._put("#header", header_markup(state))
+        self._put("#queue", queue_markup(state))
+        if self._put("#approval", approval_markup(state.approval)):
+            self.query_one("#approval").set_class(state.approval is not None, "active")
+        if at_end:
+            log.scroll_end(animate=False)
+        self.frames += 1
+
+    def _put(self, selector: str, markup: str) -> bool:
+        """Update a panel only when its text changed (an update costs a layout)."""
+        if self._shown.get(selector) == markup:
+            return False
+        self._shown[selector] = markup
+        self.query_one(selector, Static).update(markup)
+        return True
+
+    def _select_default(self) -> None:
+        """Keep the selection on a running tool: the newest, unless one is chosen."""
+        running = [e.key for e in self.state.running_tools()]
+        if self.selected_tool in running:
+            return
+        old = self.selected_tool
+        self.selected_tool = running[-1] if running else None
+        for key in (old, self.selected_tool):
+            view = self._views.get(key) if key else None
+            if view is not None:
+                view.refresh_entry(selected=key == self.selected_tool)
+
+    def note(self, text: str) -> None:
+        self.state.note(text)
+        self._mark()
+
+    # -- operator actions --------------------------------------------------------------
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.ensure_future(self._guard(work))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _guard(self, work: Any) -> None:
+        try:
+            await work
+        except LinkError as e:
+            self.note(f"not done: {e}")
+
+    async def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            return
+        event.input.value = ""
+        event.input.placeholder = _READY
+        entry = self.state.queued(text)
+        self._mark()
+
+        async def send() -> None:
+            try:
+                await self.link.send(text)
+            except LinkError:
+                self.state.drop(entry.key)
+                raise
+
+        self._spawn(send())
+
+    def action_interrupt(self) -> None:
+        if isinstance(self.screen, Picker):
+            self.screen.dismiss(None)
+            return
+        inp = self.query_one("#input", Input)
+        inp.placeholder = _REDIRECT
+        inp.focus()
+        self._spawn(self.link.cancel())
+
+    def action_cancel_tool(self) -> None:
+        key = self.selected_tool
+        if key is None:
+            self.note("no tool call is running")
+            return
+        entry = self.state.entries.get(key)
+        title = entry.title if entry else key
+
+        async def cancel() -> None:
+            if not await self.link.cancel_tool(key.removeprefix("tool:")):
+                self.note(f"could not cancel {title} (finished, or not cancellable alone)")
+
+        self._spawn(cancel())
+
+    def action_next_tool(self) -> None:
+        running = [e.key for e in self.state.running_tools()]
+        if not running:
+            return
+        i = running.index(self.selected_tool) if self.selected_tool in running else -1
+        old, self.selected_tool = self.selected_tool, running[(i + 1) % len(running)]
+        for key in (old, self.selected_tool):
+            view = self._views.get(key) if key else None
+            if view is not None:
+                view.refresh_entry(selected=key == self.selected_tool)
+
+    def action_withdraw(self) -> None:
+        mine = self.state.mine_queued()
+        if not mine:
+            self.note("nothing of yours is waiting in the queue")
+            return
+        message = mine[-1]
+
+        async def withdraw() -> None:
+            if not await self.link.withdraw(message.id):
+                self.note(f"too late to withdraw: the agent already read {message.text!r}")
+
+        self._spawn(withdraw())
+
+    def _answer(self, allow: bool) -> None:
+        approval = self.state.approval
+        if approval is None:
+            self.note("no approval is waiting")
+            return
+        wanted = ("allow_once", "allow_always") if allow else ("reject_once", "reject_always")
+        options = approval.get("options") or []
+        option = next((o for o in options if o.get("kind") in wanted), None)
+        option_id = option.get("optionId") if option else None
+        if allow and option_id is None:
+            self.note("this request offers no allow option")
+            return
+        self.link.answer(option_id)
+        self._mark()
+
+    def action_allow(self) -> None:
+        self._answer(True)
+
+    def action_reject(self) -> None:
+        self._answer(False)
+
+    # -- the picker --------------------------------------------------------------------
+
+    async def _choose(self, targets: list[Target]) -> Target | None:
+        picked: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        labels = [target_label(execution) for _, execution in targets]
+
+        def done(index: int | None) -> None:
+            if not picked.done():
+                picked.set_result(index)
+
+        await self.push_screen(Picker(labels), done)
+        index = await picked
+        if index is None:
+            self.exit()
+            return None
+        return targets[index]
+
+
+def run_console(target: str | None) -> int:
+    """Run the console in this terminal; the exit status."""
+    Console(target=target).run()
+    return 0

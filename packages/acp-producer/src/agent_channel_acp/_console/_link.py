@@ -1,0 +1,349 @@
+"""The console's connection to a ``serve`` process: an ordinary ACP client, kept alive.
+
+A :class:`Link` finds the server in the discovery directory (``_discovery``), connects
+with the SDK's client side (``_ctl``'s stream and ``initialize`` helpers), binds with
+``session/load`` to the chosen execution (A4), and folds everything it receives into a
+:class:`~._state.State`. When the server goes away it reconnects with backoff
+(:data:`BACKOFF`): to the same execution if the server still has it, else to the only one
+served (a restarted server gives its executions new ids), else it asks again.
+
+Requests the operator makes (send, cancel, cancel one tool, withdraw, answer an approval)
+are methods here; each failure is a :class:`LinkError` with one line to show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+from uuid import uuid4
+
+from acp import RequestError, text_block
+from acp.client.connection import ClientSideConnection
+from acp.schema import (
+    AllowedOutcome,
+    DeniedOutcome,
+    Implementation,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallUpdate,
+)
+
+from .._ctl import EXT, describe_error, exec_id, executions_of, initialize_meta, open_stream
+from .._discovery import Record, RuntimeDirError, live_records, runtime_dir
+from ._state import State
+
+BACKOFF = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
+"""Seconds between reconnect attempts (the last repeats)."""
+ASK_SECONDS = 10.0
+
+Target = tuple[Record, dict[str, Any]]
+Chooser = Callable[[list[Target]], Awaitable[Target | None]]
+"""Asked when several executions are served and none was named: the picker."""
+
+
+class LinkError(Exception):
+    """A request failed; the message is the line to show."""
+
+
+def _dump(update: Any) -> dict[str, Any]:
+    if isinstance(update, dict):
+        return dict(update)  # pyright: ignore[reportUnknownArgumentType]
+    return update.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class _Handler:
+    """The client side's handler: updates into the state, permission requests to the UI."""
+
+    def __init__(self, link: Link) -> None:
+        self._link = link
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        if session_id == self._link.session_id:
+            self._link.state.update(_dump(update))
+            self._link.changed()
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        if params.get("sessionId") == self._link.session_id:
+            self._link.state.notification(method, params)
+            self._link.changed()
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def request_permission(
+        self,
+        session_id: str,
+        tool_call: ToolCallUpdate,
+        options: list[PermissionOption],
+        **kwargs: Any,
+    ) -> RequestPermissionResponse:
+        link = self._link
+        answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        link.state.approval = {
+            "toolCall": _dump(tool_call),
+            "options": [_dump(o) for o in options],
+        }
+        link._answer = answer  # pyright: ignore[reportPrivateUsage]
+        link.changed()
+        try:
+            option_id = await answer
+        finally:
+            link.state.approval = None
+            link._answer = None  # pyright: ignore[reportPrivateUsage]
+            link.changed()
+        if option_id is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=option_id)
+        )
+
+
+class Link:
+    """One console's live connection (see the module docstring)."""
+
+    def __init__(
+        self,
+        state: State,
+        *,
+        target: str | None = None,
+        pid: int | None = None,
+        choose: Chooser | None = None,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.state = state
+        self.target = target
+        self.pid = pid
+        """Only this serving process's executions (the demo watches the server it started)."""
+        self.choose = choose
+        self.on_change = on_change
+        self.session_id: str | None = None
+        self.name = f"console-{uuid4().hex[:6]}"
+        state.client_name = self.name
+        self._conn: ClientSideConnection | None = None
+        self._answer: asyncio.Future[str | None] | None = None
+        self.bound = asyncio.Event()
+        """Set while bound to an execution (cleared while reconnecting)."""
+        self.attempts = 0
+        """Connections made (a test can wait for a reconnect)."""
+
+    def changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+    # -- the connection's life ---------------------------------------------------------
+
+    async def run(self) -> None:
+        """Connect, bind, stream; on loss reconnect with backoff, until cancelled."""
+        failures = 0
+        while True:
+            try:
+                await self._session()
+                failures = 0
+                why = "the server closed the connection"
+            except LinkError as e:
+                why = str(e)
+            except (OSError, ConnectionError) as e:
+                why = f"connection lost: {e}"
+            self.bound.clear()
+            self._conn = None
+            if self._answer is not None and not self._answer.done():
+                self._answer.cancel()
+            delay = BACKOFF[min(failures, len(BACKOFF) - 1)]
+            failures += 1
+            self.state.connection = f"disconnected: {why}; retrying in {delay:g} s"
+            self.changed()
+            await asyncio.sleep(delay)
+
+    async def _session(self) -> None:
+        target = await self._find()
+        record, execution = target
+        reader, writer = await _connect(record)
+        conn = ClientSideConnection(_Handler(self), writer, reader, listening=False)  # pyright: ignore[reportArgumentType]
+        receiving = asyncio.ensure_future(conn._conn.main_loop())  # pyright: ignore[reportPrivateUsage]
+        try:
+            await self._ask(
+                conn.initialize(
+                    protocol_version=1,
+                    client_info=Implementation(name=self.name, version="1"),
+                    **initialize_meta(record),
+                )
+            )
+            session_id = exec_id(execution)
+            self.state.reset()
+            self.state.execution_id = session_id
+            self.state.title = str(execution.get("title") or "")
+            self.session_id = session_id
+            self._conn = conn
+            await self._ask(
+                conn.load_session(cwd=os.getcwd(), session_id=session_id, mcp_servers=[])
+            )
+            self.attempts += 1
+            self.state.connection = "connected"
+            self.bound.set()
+            self.changed()
+            # Not ``await receiving``: the SDK's loop swallows a cancel, which would turn ours
+            # into "the server went away" and a reconnect.
+            await asyncio.wait({receiving})
+        finally:
+            receiving.cancel()
+            with contextlib.suppress(Exception):
+                await conn.close()
+            writer.close()
+
+    async def probe(self) -> None:
+        """Raise :class:`LinkError` now if no server runs or the target matches nothing
+        (the console says so in one line instead of opening to retry)."""
+
+        async def first(targets: list[Target]) -> Target:
+            return targets[0]
+
+        choose, self.choose = self.choose, first
+        try:
+            await self._find()
+        finally:
+            self.choose = choose
+
+    async def _find(self) -> Target:
+        """The execution to bind: the one watched before, the named one, the only one, or
+        the picker's choice."""
+        try:
+            records = live_records(runtime_dir(create=False))
+        except RuntimeDirError as e:
+            raise LinkError(str(e)) from None
+        if self.pid is not None:
+            records = [r for r in records if r.pid == self.pid]
+        if not records:
+            raise LinkError(
+                f"no agent-channel server is running (none in {runtime_dir(create=False)})"
+            )
+        every: list[Target] = []
+        for record in records:
+            with contextlib.suppress(LinkError, OSError, ConnectionError):
+                every += [(record, e) for e in await list_executions(record)]
+        if not every:
+            raise LinkError("no executions are being served")
+        if self.session_id is not None:
+            same = [t for t in every if exec_id(t[1]) == self.session_id]
+            if same:
+                return same[0]
+        if self.target is not None:
+            exact = [t for t in every if exec_id(t[1]) == self.target]
+            prefix = [t for t in every if exec_id(t[1]).startswith(self.target)]
+            found = exact or prefix
+            if len(found) == 1:
+                return found[0]
+            if not found and self.session_id is None:
+                raise LinkError(f"no execution matches {self.target!r} (see agent-channel-acp ls)")
+            if len(found) > 1:
+                raise LinkError(f"{self.target!r} matches {len(found)} executions: give more of it")
+        running = [t for t in every if t[1].get("drivable", True)] or every
+        if len(running) == 1:
+            return running[0]
+        if self.choose is None:
+            raise LinkError(f"{len(running)} executions are served: name one")
+        chosen = await self.choose(running)
+        if chosen is None:
+            raise LinkError("no execution chosen")
+        self.target = exec_id(chosen[1])
+        return chosen
+
+    async def _ask(self, call: Awaitable[Any]) -> Any:
+        try:
+            async with asyncio.timeout(ASK_SECONDS):
+                return await call
+        except TimeoutError:
+            raise LinkError(f"the server did not answer within {ASK_SECONDS:g} s") from None
+        except RequestError as e:
+            raise LinkError(describe_error(e)) from None
+        except ConnectionError:
+            raise LinkError("the server closed the connection") from None
+
+    # -- what the operator does --------------------------------------------------------
+
+    def _bound(self) -> tuple[ClientSideConnection, str]:
+        if self._conn is None or self.session_id is None or not self.bound.is_set():
+            raise LinkError("not connected")
+        return self._conn, self.session_id
+
+    async def send(self, text: str) -> None:
+        """Post an operator message (A7: answered at once; read at the next boundary)."""
+        conn, session_id = self._bound()
+        await self._ask(conn.prompt(session_id=session_id, prompt=[text_block(text)]))
+
+    async def cancel(self) -> None:
+        """``session/cancel``: interrupt the current turn."""
+        conn, session_id = self._bound()
+        try:
+            await conn.cancel(session_id=session_id)
+        except ConnectionError:
+            raise LinkError("the server closed the connection") from None
+
+    async def cancel_tool(self, tool_call_id: str) -> bool:
+        conn, session_id = self._bound()
+        answer = await self._ask(
+            conn.ext_method(
+                EXT + "cancel_tool_call", {"sessionId": session_id, "toolCallId": tool_call_id}
+            )
+        )
+        return bool(answer.get("cancelled"))
+
+    async def withdraw(self, message_id: str) -> bool:
+        conn, session_id = self._bound()
+        answer = await self._ask(
+            conn.ext_method(EXT + "withdraw", {"sessionId": session_id, "messageId": message_id})
+        )
+        done = bool(answer.get("withdrawn"))
+        if done:
+            self.state.withdrawn(message_id)
+            self.changed()
+        return done
+
+    async def end(self, reason: str | None = None) -> None:
+        conn, session_id = self._bound()
+        params: dict[str, Any] = {"sessionId": session_id}
+        if reason:
+            params["reason"] = reason
+        await self._ask(conn.ext_method(EXT + "end", params))
+
+    def answer(self, option_id: str | None) -> bool:
+        """Answer the pending approval (None rejects as ``cancelled``); False if none."""
+        if self._answer is None or self._answer.done():
+            return False
+        self._answer.set_result(option_id)
+        return True
+
+
+async def _connect(record: Record) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    from .._ctl import CtlError
+
+    try:
+        return await open_stream(record)
+    except CtlError as e:
+        raise LinkError(str(e)) from None
+
+
+async def list_executions(record: Record) -> list[dict[str, Any]]:
+    """``_agent_channel/list`` (A24) on one server, on a connection of its own."""
+    reader, writer = await _connect(record)
+    conn = ClientSideConnection(_Lister(), writer, reader)  # pyright: ignore[reportArgumentType]
+    try:
+        async with asyncio.timeout(ASK_SECONDS):
+            await conn.initialize(protocol_version=1, **initialize_meta(record))
+            return executions_of(await conn.ext_method(EXT + "list", {}))
+    except (TimeoutError, RequestError, ConnectionError) as e:
+        raise LinkError(f"the server at {record.where()} did not list: {e}") from None
+    finally:
+        with contextlib.suppress(Exception):
+            await conn.close()
+        writer.close()
+
+
+class _Lister:
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        return None
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None

@@ -1,0 +1,133 @@
+"""The console's fold of the attach wire, fed recorded notifications (the shapes the attach
+server sends, A5-A25); the app and the demo script draw from it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_channel_acp._console._state import MAX_ENTRIES, MAX_TEXT, State
+
+M = "agent_channel."
+
+
+def chunk(kind: str, text: str, mid: str, **meta: Any) -> dict[str, Any]:
+    update: dict[str, Any] = {
+        "sessionUpdate": kind,
+        "content": {"type": "text", "text": text},
+        "messageId": mid,
+    }
+    if meta:
+        update["_meta"] = {M + k: v for k, v in meta.items()}
+    return update
+
+
+def queue(state: State, *items: tuple[str, str]) -> None:
+    state.notification(
+        "_agent_channel/queue",
+        {"messages": [{"id": i, "text": t, "client": f"{state.client_name}-x"} for i, t in items]},
+    )
+
+
+def test_a5_bind_confirmation_sets_role_and_is_not_shown() -> None:
+    s = State()
+    s.update(
+        chunk(
+            "agent_message_chunk",
+            "Bound to x\n",
+            "b",
+            bound={"executionId": "e1", "interactive": True},
+        )
+    )
+    s.notification("_agent_channel/turn_state", {"sessionId": "e1", "state": "started"})
+    assert (s.role, s.execution_id) == ("driver", "e1")
+    assert not s.entries
+    assert s.activity == "connecting"
+    s.connection = "connected"
+    assert s.activity == "working"
+
+
+def test_s9_chunks_of_one_message_join_and_reasoning_is_its_own_entry() -> None:
+    s = State()
+    s.update(chunk("agent_thought_chunk", "let me ", "m1"))
+    s.update(chunk("agent_thought_chunk", "think", "m1"))
+    s.update(chunk("agent_message_chunk", "Hello ", "m1"))
+    s.update(chunk("agent_message_chunk", "there", "m1"))
+    kinds = [(e.kind, e.text) for e in s.entries.values()]
+    assert kinds == [("reasoning", "let me think"), ("agent", "Hello there")]
+
+
+def test_a7_queued_line_replaced_by_the_folded_echo() -> None:
+    s = State()
+    first, second = s.queued("one"), s.queued("two")
+    queue(s, ("q1", "one"), ("q2", "two"))
+    assert (first.message_id, second.message_id) == ("q1", "q2")
+    queue(s)  # the boundary drained both...
+    s.update(chunk("user_message_chunk", "one\n\ntwo", "u1", source="operator", role="user"))
+    assert [e.kind for e in s.entries.values()] == ["operator"]  # ...one echo replaced both
+
+
+def test_a25_message_withdrawn_elsewhere_leaves_with_a_note() -> None:
+    s = State()
+    mine = s.queued("later")
+    queue(s, ("q1", "later"))
+    queue(s)  # gone from the queue, and what follows is no echo
+    s.update(chunk("agent_message_chunk", "working", "m2"))
+    assert mine.key not in s.entries
+    assert any("withdrawn elsewhere: later" in e.text for e in s.entries.values())
+
+
+def test_a10_a22_failed_card_with_a_cancel_result_shows_cancelled() -> None:
+    s = State()
+    s.update(
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "c1",
+            "title": "Search",
+            "status": "in_progress",
+            "rawInput": {"q": 1},
+        }
+    )
+    assert s.running_tools()[0].label == "running"
+    s.update(
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "c1",
+            "status": "failed",
+            "content": [
+                {
+                    "type": "content",
+                    "content": {"type": "text", "text": "Tool call cancelled by the operator."},
+                }
+            ],
+        }
+    )
+    card = s.entries["tool:c1"]
+    assert (card.status, card.label) == ("cancelled", "cancelled")
+    assert card.line() == '[tool cancelled] Search {"q": 1} -> Tool call cancelled by the operator.'
+
+
+def test_a17_end_message_lists_undelivered_and_drops_queued_lines() -> None:
+    s = State()
+    s.queued("too late")
+    s.notification(
+        "_agent_channel/session_ended",
+        {
+            "sessionId": "e",
+            "stopReason": "cancelled",
+            "undelivered": [{"id": "q", "text": "too late"}],
+        },
+    )
+    texts = [e.text for e in s.entries.values()]
+    assert len(texts) == 1 and "ended (cancelled)" in texts[0] and "- too late" in texts[0]
+    s.connection = "connected"
+    assert s.activity == "ended"
+
+
+def test_bounds_entries_and_text() -> None:
+    s = State()
+    for i in range(MAX_ENTRIES + 10):
+        s.update(chunk("agent_message_chunk", "x", f"m{i}"))
+    assert len(s.entries) == MAX_ENTRIES
+    assert len(s.removed) == 10
+    s.update(chunk("agent_message_chunk", "y" * (MAX_TEXT + 5), "big"))
+    assert len(s.entries["msg:big:agent"].text) == MAX_TEXT
