@@ -119,20 +119,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo = sub.add_parser(
         "demo",
-        help="watch an operator drive the demo agent through a real ACP client",
+        help="see an operator drive a running demo agent (the console, or a transcript)",
         description=(
-            "Start `agent-channel-acp stdio --demo` as an editor would, then play an operator: "
-            "a prompt, a stop in the middle of a tool call, a redirect, and a message queued "
-            "while the agent works. Exits non-zero if the agent did not behave as described."
+            "Start `agent-channel-acp serve --demo` and open the console on it. With --script, "
+            "or when stdout is not a terminal, play an operator through a real ACP client "
+            "instead (send, cancel one tool, interrupt mid-tool, redirect, queue and withdraw "
+            "a message, let it finish) and print a transcript; exit 0 if every step behaved as "
+            "described. --stdio plays the older tour over stdio, as an editor would."
         ),
     )
-    demo.add_argument("--json", action="store_true", help="one JSON object per line, for programs")
+    demo.add_argument(
+        "--script", action="store_true", help="play the operator script, print a transcript"
+    )
+    demo.add_argument(
+        "--stdio", action="store_true", help="the stdio tour (`stdio --demo`, as an editor)"
+    )
+    demo.add_argument("--json", action="store_true", help="the stdio tour as JSON lines")
     demo.add_argument(
         "--tool-seconds",
         type=_positive_seconds,
         default=1.5,
         metavar="S",
         help="how long each demo tool takes, a positive number (default: %(default)s)",
+    )
+    attach = sub.add_parser(
+        "attach",
+        help="the operator console on a running execution (needs agent-channel-acp[console])",
+        description="Open the operator console on a running execution (a picker if several).",
+    )
+    attach.add_argument(
+        "target", metavar="TARGET", nargs="?", help="an execution id or a unique prefix of one"
     )
     _add_serve(sub)
     _add_verbs(sub)
@@ -336,9 +352,17 @@ def _main(argv: Sequence[str] | None) -> None:
     if args.command == "demo":
         _env_log_level()  # the agent it starts reads it: fail here, in one line
         _load_or_fail(DEMO, demo=True)
-        from ._tour import run_tour
+        if args.stdio or args.json:
+            from ._tour import run_tour
 
-        sys.exit(run_tour(as_json=args.json, tool_seconds=args.tool_seconds))
+            sys.exit(run_tour(as_json=args.json, tool_seconds=args.tool_seconds))
+        from ._console import demo_main
+
+        sys.exit(demo_main(script=args.script, tool_seconds=args.tool_seconds))
+    if args.command == "attach":
+        from ._console import attach_main
+
+        sys.exit(attach_main(args.target))
     if not (args.agent or args.demo):
         fail(
             "stdio: one of --agent MODULE:FACTORY or --demo is required "
