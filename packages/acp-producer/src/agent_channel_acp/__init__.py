@@ -12,14 +12,18 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from ._attach import AttachServer
     from ._cli import load_factory
+    from ._serve import host
     from ._server import AcpServer, AgentFactory, serve
     from ._stdio import run_stdio, serve_stdio
 
 __all__ = [
     "AcpServer",
     "AgentFactory",
+    "AttachServer",
     "__version__",
+    "host",
     "load_factory",
     "run_stdio",
     "serve",
@@ -28,6 +32,8 @@ __all__ = [
 
 _LAZY = {
     "AcpServer": "._server",
+    "AttachServer": "._attach",
+    "host": "._serve",
     "AgentFactory": "._server",
     "serve": "._server",
     "serve_stdio": "._stdio",
