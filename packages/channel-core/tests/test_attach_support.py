@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 import threading
-from collections.abc import Iterator
 
 import anyio
 import anyio.lowlevel
@@ -33,19 +31,10 @@ from agent_channel import (
     open_channel,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("eager_thread_switches")]
 
 CYCLES = int(os.environ.get("HAMMER_CYCLES", "3000"))
 
-
-@pytest.fixture(autouse=True)
-def eager_thread_switches() -> Iterator[None]:
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
 
 
 # -- the shared conversation -----------------------------------------------------------

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 import threading
-from collections.abc import Iterator
 
 import anyio
 import anyio.lowlevel
@@ -27,25 +25,10 @@ from agent_channel import (
     open_channel,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("eager_thread_switches")]
 
 CYCLES = int(os.environ.get("HAMMER_CYCLES", "3000"))
 
-
-@pytest.fixture(autouse=True)
-def eager_thread_switches() -> Iterator[None]:
-    """Switch threads every 10 µs instead of every 5 ms, so the windows are really hit.
-
-    With the default interval a producer thread rarely runs in the microseconds between
-    the consumer's drain and its next scope; with this one the 0.1.0 channel lost ~9% of
-    the stops in the hammer below.
-    """
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
 
 
 def spin(n: int) -> None:

@@ -69,16 +69,21 @@ class Server:
         return await _ask(self.conn.ext_method(EXT + method, params))
 
 
-async def _ask(call: Any) -> Any:
+async def ask_within(call: Any, error: type[Exception]) -> Any:
+    """Await one request, turning its failures into ``error`` with one readable line."""
     try:
         async with asyncio.timeout(ASK_SECONDS):
             return await call
     except TimeoutError:
-        raise CtlError(f"the server did not answer within {ASK_SECONDS:g} s") from None
+        raise error(f"the server did not answer within {ASK_SECONDS:g} s") from None
     except RequestError as e:
-        raise CtlError(describe_error(e)) from None
+        raise error(describe_error(e)) from None
     except ConnectionError:
-        raise CtlError("the server closed the connection") from None
+        raise error("the server closed the connection") from None
+
+
+async def _ask(call: Any) -> Any:
+    return await ask_within(call, CtlError)
 
 
 def describe_error(e: RequestError) -> str:

@@ -31,7 +31,14 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from .._ctl import EXT, describe_error, exec_id, executions_of, initialize_meta, open_stream
+from .._ctl import (
+    EXT,
+    ask_within,
+    exec_id,
+    executions_of,
+    initialize_meta,
+    open_stream,
+)
 from .._discovery import Record, RuntimeDirError, live_records, runtime_dir
 from ._state import State
 
@@ -251,15 +258,7 @@ class Link:
         return chosen
 
     async def _ask(self, call: Awaitable[Any]) -> Any:
-        try:
-            async with asyncio.timeout(ASK_SECONDS):
-                return await call
-        except TimeoutError:
-            raise LinkError(f"the server did not answer within {ASK_SECONDS:g} s") from None
-        except RequestError as e:
-            raise LinkError(describe_error(e)) from None
-        except ConnectionError:
-            raise LinkError("the server closed the connection") from None
+        return await ask_within(call, LinkError)
 
     # -- what the operator does --------------------------------------------------------
 
