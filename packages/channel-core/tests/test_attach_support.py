@@ -151,7 +151,7 @@ async def test_watch_from_another_thread_misses_nothing_and_repeats_nothing() ->
                 await anyio.lowlevel.checkpoint()
             stop.set()
         final = [m.text for m in conv.messages]
-        published = ch._seq  # pyright: ignore[reportPrivateUsage]
+        published = ref.watch(lambda ev: None)[0].seq  # every event so far
     assert len(watchers) >= 20
     for snapshot, seen in watchers:
         later = [e.message.text for e in seen if isinstance(e, MessageAppended)]
