@@ -332,6 +332,7 @@ class _Client:
         except ChannelClosed:
             raise not_attachable(session_id) from None
         hub.prompted(binding)
+        hub.flush()  # the queue's update goes out before the answer
         return PromptResponse(stop_reason="end_turn")  # A7: the agent reads it at its boundary
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
@@ -396,7 +397,9 @@ class _Client:
     async def _withdraw(self, params: dict[str, Any]) -> dict[str, Any]:
         hub = self._target(params)
         message_id = _string(params, "messageId")
-        return {"withdrawn": hub.withdraw(message_id)}
+        withdrawn = hub.withdraw(message_id)
+        hub.flush()
+        return {"withdrawn": withdrawn}
 
     async def _cancel_tool_call(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = _string(params, "sessionId")
@@ -407,7 +410,9 @@ class _Client:
             hub = self._target(params)
         except RequestError:
             return {"cancelled": False}  # gone
-        return {"cancelled": hub.cancel_tool_call(tool_call_id)}
+        cancelled = hub.cancel_tool_call(tool_call_id)
+        hub.flush()
+        return {"cancelled": cancelled}
 
     async def _end(self, params: dict[str, Any]) -> dict[str, Any]:
         hub = self._target(params)
@@ -428,6 +433,7 @@ class _Client:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(5.0):
                     await hub.ended.wait()
+        hub.flush()
         return {}
 
     # -- plumbing ----------------------------------------------------------------------
