@@ -1,6 +1,6 @@
 """Attach mode: one client stops reading for 10 s while 49 others read.
 
-    uv run python benchmarks/attach_backlog.py [--clients 50] [--stall 10] [--rate 2000]
+    uv run python benchmarks/attach_backlog.py [--clients 50] [--stall 10] [--rate 1500]
 
 A server (this file with ``--serve``) runs one execution that streams text at ``--rate``
 KB/s (pieces of 2 KB) to ``--clients`` bound clients (raw JSON-RPC over its unix socket).
@@ -116,6 +116,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         str(args.rate),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,  # the drop's warning line, teardown noise
         env={**os.environ, "AGENT_CHANNEL_ACP_LOG": "ERROR"},
     )
     assert proc.stdout is not None and proc.stdin is not None
@@ -151,12 +152,14 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     pace_before = [(c.received - b) / (t1 - t0) for c, b in zip(others, before, strict=True)]
     base_rss = statistics.median(kb for _, kb in samples[-5:])
     stalled.paused.clear()
+    stalled.writer.transport.pause_reading()  # nothing more leaves the kernel's buffers
     start = [c.received for c in others]
     t2 = time.perf_counter()
     await asyncio.sleep(args.stall)
     t3 = time.perf_counter()
     pace_during = [(c.received - s) / (t3 - t2) for c, s in zip(others, start, strict=True)]
     peak_rss = max(kb for t, kb in samples if t >= t2)
+    stalled.writer.transport.resume_reading()
     stalled.paused.set()
     writer = stalled.writer
     writer.write(frame(3, "_agent_channel/list", {}))
@@ -246,7 +249,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--stall", type=float, default=10.0)
-    parser.add_argument("--rate", type=int, default=2000, help="KB/s of streamed text")
+    parser.add_argument("--rate", type=int, default=1500, help="KB/s of streamed text")
     parser.add_argument("--warmup", type=float, default=2.0)
     result = asyncio.run(main(parser.parse_args()))
     report(result)
