@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import sys
 import tempfile
 from collections.abc import AsyncIterator
@@ -107,6 +108,9 @@ async def test_attachable_serves_several_executions_each_its_own_session_id(
 async def test_attachable_add_serves_an_execution_running_on_another_thread(
     tmp_path: Path,
 ) -> None:
+    """``add()`` of an execution on a trio thread; and of one already at work (added while a
+    tool call runs): a client gets that call's card from the conversation (asked for, not
+    answered) and can cancel it alone (A22)."""
     async with program(tmp_path) as (server, info):
         there = info["ids"]["there"]
         c = await server.connect()
@@ -139,14 +143,8 @@ async def test_attachable_add_serves_an_execution_running_on_another_thread(
         with pytest.raises(RequestError) as refused:
             await c.ext("end", sessionId=there)
         assert "its program ends it" in (refused.value.data or {})["reason"]
-
-
-async def test_attachable_add_after_a_tool_started_still_shows_its_card(tmp_path: Path) -> None:
-    """An execution added while a tool call runs: a client gets that call's card (from the
-    conversation: asked for, not answered) and can cancel it alone (A22)."""
-    async with program(tmp_path) as (server, info):
+        # the one added while its tool call ran
         late = info["ids"]["late"]
-        c = await server.connect()
         await c.load(late)
         await c.until(lambda: c.rec.states(late))
         cards = tool_ids(c, late)
@@ -154,3 +152,56 @@ async def test_attachable_add_after_a_tool_started_still_shows_its_card(tmp_path
         assert card_status(c, late, cards[0]) == "in_progress"
         assert (await c.ext("cancel_tool_call", sessionId=late, toolCallId=cards[0]))["cancelled"]
         await c.until(lambda: card_status(c, late, cards[0]) == "failed")
+
+
+async def test_a5_binds_racing_a_fast_stream_see_each_event_once_in_order(tmp_path: Path) -> None:
+    """Clients bind while the execution appends messages several per loop step: each one's
+    replay plus live stream is ``m<k>``, ``m<k+1>``, ... to the last, none missed or twice
+    (a bind landing between an event and the end of its loop step is the edge)."""
+    count = 3000
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(HERE / "stream_program.py"),
+        str(tmp_path / "sock"),
+        str(count),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=agent_env(AGENT_CHANNEL_RUNTIME_DIR=str(rt)),
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    with anyio.fail_after(GUARD * 3):
+        line = (await proc.stdout.readline()).decode().split()
+    assert line and line[0] == "READY", line
+    server = Server(Path(line[1]), [line[2]], proc, tmp_path)
+    sid = line[2]
+    try:
+        clients = [await server.connect() for _ in range(12)]
+        proc.stdin.write(b"go\n")
+        await proc.stdin.drain()
+        rng = random.Random(8)
+        for c in clients:  # bind at scattered moments of the stream
+            for _ in range(rng.randrange(50)):
+                await asyncio.sleep(0)
+            await c.load(sid)
+
+        def numbers(c: Client) -> list[int]:
+            texts = [u["content"]["text"] for u in user_chunks_all(c, sid)]
+            return [int(t[1:]) for t in texts]
+
+        for c in clients:
+            await c.until(lambda c=c: (n := numbers(c)) and n[-1] == count - 1)
+            seen = numbers(c)
+            assert seen == list(range(seen[0], count)), (seen[:5], len(seen))
+    finally:
+        for c in server.clients:
+            with suppress(Exception):
+                await c.close()
+        proc.stdin.close()
+        with anyio.fail_after(GUARD):
+            await proc.wait()
+
+
+def user_chunks_all(c: Client, sid: str) -> list[dict[str, Any]]:
+    return [u for u in c.rec.updates_of(sid) if u["sessionUpdate"] == "user_message_chunk"]
