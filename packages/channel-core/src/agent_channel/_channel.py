@@ -512,10 +512,10 @@ class _Scope:
         return True
 
     def _stop(self) -> None:
-        # Directly, not from a loop callback (which would skip anyio's task-repr formatting):
-        # a callback runs a loop step later, and the consumer may leave the scope at the
-        # checkpoint it is resuming from instead of being stopped there.
-        self._cs.cancel()
+        # Directly, not from a loop callback: a callback runs a loop step later, and the
+        # consumer may leave the scope at the checkpoint it is resuming from instead of
+        # being stopped there. The loop's cancel skips anyio naming the calling task.
+        self._channel._loop.cancel(self._cs)
 
     def __enter__(self) -> None:
         ch = self._channel
