@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
-from ._errors import AgentInterrupted, ChannelClosed, NotOwner
+from ._errors import AgentInterrupted, ChannelClosed, NotOwner, describe
 from ._items import Cancel, ChannelItem
 from ._loop import LoopHandle
 from ._regions import NullRegion, Region
@@ -565,7 +565,7 @@ def _ended_by(exc: BaseException) -> TurnEnded:
 
     if isinstance(exc, anyio.get_cancelled_exc_class()):
         return TurnEnded(error="cancelled")
-    return TurnEnded(error=f"{type(exc).__name__}: {exc}")
+    return TurnEnded(error=describe(exc))
 
 
 def _nothing() -> None:
