@@ -14,6 +14,7 @@ import asyncio
 import random
 import re
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 from attach_harness import Client, Server, card_status, tool_ids
-from conftest import GUARD
+from conftest import GUARD, allow, deny
 
 TOKEN = re.compile(r"\bm(\d+)-(\d+)\b")
 """Each prompt carries ``m<client>-<k>``: its identity in the folded conversation."""
@@ -74,11 +75,19 @@ class Driver:
             return "parked after a cancel"
         return "between turns"
 
-    async def step(self) -> None:
+    async def step(self, server: Server) -> None:
         c, sid, rng = self.client, self.sid, self.rng
         roll = rng.random()
         self.tally.moments[self.moment()] += 1
-        if roll < 0.5:
+        if self.index > 0 and roll < 0.02:
+            # leave and come back (A15): a new connection, bound with session/load
+            await c.close()
+            server.clients.remove(c)
+            self.client = await server.connect(policy=self.client.rec.policy)
+            await self.client.load(sid)
+            await self.client.until(lambda: self.client.rec.states(sid))
+            self.tally.actions["reconnect"] += 1
+        elif roll < 0.5:
             token = f"m{self.index}-{len(self.sent)}"
             self.sent.append(token)
             text = f"{token} {rng.choice(KINDS)}".strip()
@@ -197,12 +206,24 @@ def ended_params(c: Client, sid: str) -> dict[str, Any]:
     return frames[-1]["params"]
 
 
+def answering(rng: random.Random) -> Callable[[dict[str, Any]], Awaitable[Any]]:
+    """A driver's permission policy under ``--approve``: allow or reject, at random."""
+
+    async def policy(request: dict[str, Any]) -> Any:
+        return await (allow if rng.random() < 0.7 else deny)(request)
+
+    return policy
+
+
 async def storm(server: Server, *, seed: int, drivers: int, steps: int) -> Tally:
-    """Run one seeded storm on ``server``'s only execution, end it, check everything."""
+    """Run one seeded storm on ``server``'s only execution, end it, check everything.
+
+    Driver 0 stays connected throughout (its stream is checked for echoes); the others
+    sometimes disconnect and come back with ``session/load``."""
     rng = random.Random(seed)
     team: list[Driver] = []
     for i in range(drivers):
-        c = await server.connect()
+        c = await server.connect(policy=answering(random.Random(rng.random())))
         sid = await c.new()
         await c.until(lambda c=c, sid=sid: c.rec.states(sid))
         team.append(Driver(i, c, sid, random.Random(rng.random())))
@@ -212,7 +233,7 @@ async def storm(server: Server, *, seed: int, drivers: int, steps: int) -> Tally
 
     async def run(d: Driver) -> None:
         for _ in range(steps):
-            await d.step()
+            await d.step(server)
 
     async with anyio.create_task_group() as tg:
         for d in team:
@@ -224,6 +245,12 @@ async def storm(server: Server, *, seed: int, drivers: int, steps: int) -> Tally
             "messages"
         ]
         check_conversation(team, full, [], settled=True)
+    else:  # a last burst, acknowledged but (mostly) not yet read when the end lands
+        for d in team:
+            token = f"m{d.index}-{len(d.sent)}"
+            d.sent.append(token)
+            await d.client.prompt(sid, f"{token} hang")
+            d.responses += 1
     await team[0].client.ext("end", sessionId=sid, reason="storm over")
     everyone = [*(d.client for d in team), watcher]
     for c in everyone:
@@ -257,5 +284,6 @@ async def storm(server: Server, *, seed: int, drivers: int, steps: int) -> Tally
     tally.actions["(delivered)"] += len(delivered)
     tally.actions["(withdrawn)"] += sum(len(d.withdrawn) for d in team)
     tally.actions["(undelivered)"] += len(ended["undelivered"])
+    tally.actions["(approvals answered)"] += sum(len(c.rec.permissions) for c in server.clients)
     await anyio.lowlevel.checkpoint()
     return tally
