@@ -53,6 +53,8 @@ class Driver:
     """One storming client bound to the execution."""
 
     index: int
+    steady: bool
+    """Stays connected throughout (its stream is the one checked for echoes)."""
     client: Client
     sid: str
     rng: random.Random
@@ -79,7 +81,7 @@ class Driver:
         c, sid, rng = self.client, self.sid, self.rng
         roll = rng.random()
         self.tally.moments[self.moment()] += 1
-        if self.index > 0 and roll < 0.02:
+        if not self.steady and roll < 0.02:
             # leave and come back (A15): a new connection, bound with session/load
             await c.close()
             server.clients.remove(c)
@@ -129,7 +131,7 @@ async def settle(c: Client, sid: str) -> None:
     """Cancel until the agent waits for the operator with nothing queued."""
     with anyio.fail_after(GUARD * 3):
         while True:
-            listed = (await c.ext("list"))["executions"][0]
+            listed = next(e for e in (await c.ext("list"))["executions"] if e["id"] == sid)
             if listed["status"] == "waiting for operator" and not listed["queued"]:
                 return
             await c.cancel(sid)
@@ -163,6 +165,8 @@ def check_conversation(
     ]
     left = [t for u in undelivered for t in tokens(u["text"])]
     counts = Counter(delivered)
+    ours = {t for d in drivers for t in d.sent}
+    assert set(delivered) | set(left) <= ours, "another execution's message turned up here"
     assert not [t for t, n in counts.items() if n > 1], "an operator message delivered twice"
     for d in drivers:
         mine = [t for t in delivered if t.startswith(f"m{d.index}-")]
@@ -191,6 +195,17 @@ def check_conversation(
     assert set(results) <= {cid for _, cid in calls}, "a result for no call"
 
 
+def live_updates(c: Client, sid: str) -> list[dict[str, Any]]:
+    """The ``session/update``s a client got live: no replay, no bind preamble."""
+    return [
+        u
+        for u in c.rec.updates_of(sid)
+        if not (u.get("_meta") or {}).get("agent_channel.replay")
+        and "agent_channel.bound" not in (u.get("_meta") or {})
+        and u["sessionUpdate"] != "session_info_update"
+    ]
+
+
 def check_wire(c: Client) -> None:
     """Every request this client sent got exactly one response."""
     asked = [f["id"] for f in c.rec.sent if "method" in f and "id" in f]
@@ -215,18 +230,32 @@ def answering(rng: random.Random) -> Callable[[dict[str, Any]], Awaitable[Any]]:
     return policy
 
 
-async def storm(server: Server, *, seed: int, drivers: int, steps: int) -> Tally:
-    """Run one seeded storm on ``server``'s only execution, end it, check everything.
+async def storm(
+    server: Server,
+    *,
+    seed: int,
+    drivers: int,
+    steps: int,
+    execution: str | None = None,
+    first: int = 0,
+) -> Tally:
+    """Run one seeded storm on ``execution`` (else the server's only one), end it, check
+    everything. Drivers are numbered from ``first`` (storms side by side use distinct
+    numbers, so a message of one turning up in the other is caught).
 
-    Driver 0 stays connected throughout (its stream is checked for echoes); the others
-    sometimes disconnect and come back with ``session/load``."""
+    The first driver stays connected throughout; the others sometimes disconnect and come
+    back with ``session/load``."""
     rng = random.Random(seed)
     team: list[Driver] = []
     for i in range(drivers):
         c = await server.connect(policy=answering(random.Random(rng.random())))
-        sid = await c.new()
+        if execution is None:
+            sid = await c.new()
+        else:
+            sid = execution
+            await c.load(sid)
         await c.until(lambda c=c, sid=sid: c.rec.states(sid))
-        team.append(Driver(i, c, sid, random.Random(rng.random())))
+        team.append(Driver(first + i, i == 0, c, sid, random.Random(rng.random())))
     watcher = await server.connect()
     sid = team[0].sid
     await watcher.load(sid, observe=True)
@@ -278,6 +307,9 @@ async def storm(server: Server, *, seed: int, drivers: int, steps: int) -> Tally
         for t in tokens(_text(m))
     ]
     assert echoed == delivered
+    # the observer's live stream is the steady driver's, from the observer's bind on
+    mine, theirs = live_updates(team[0].client, sid), live_updates(watcher, sid)
+    assert theirs and mine[len(mine) - len(theirs) :] == theirs
     tally = Tally()
     for d in team:
         tally.add(d.tally)

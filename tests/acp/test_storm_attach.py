@@ -12,7 +12,9 @@ Short form here (seconds); the long form: ``uv run pytest -m soak tests/acp/test
 from __future__ import annotations
 
 import os
+from functools import partial
 
+import anyio
 import pytest
 from faults import real_serve
 from storm import Tally, storm
@@ -31,6 +33,14 @@ async def test_storm_three_drivers_every_message_once_in_order_or_accounted_for(
         tally = await storm(server, seed=seed, drivers=3, steps=40)
     assert tally.sequences == 120
     print(f"storm seed {seed}: {dict(tally.actions)} at {dict(tally.moments)}")
+
+
+async def test_storms_on_two_executions_side_by_side_stay_apart() -> None:
+    async with real_serve("--count", "2") as server:
+        a, b = server.ids
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(partial(storm, server, seed=4, drivers=2, steps=40, execution=a))
+            tg.start_soon(partial(storm, server, seed=5, drivers=2, steps=40, execution=b, first=2))
 
 
 @pytest.mark.soak

@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import GUARD, Agent, spawn
+from conftest import GUARD, Agent, allow, deny, spawn
 
 pytestmark = pytest.mark.anyio
 
@@ -102,17 +102,36 @@ async def _stdio_storm(agent: Agent, *, seed: int, steps: int) -> Counter[str]:
     return tally
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-async def test_stdio_storm_one_answer_per_prompt_each_delivered_once_in_order(seed: int) -> None:
-    async with spawn("--agent", "agents:react_agent") as agent:
+def _answering(rng: random.Random) -> Any:
+    """Under ``--approve``: allow, reject, or never answer (only a cancel ends that, S10)."""
+
+    async def policy(request: dict[str, Any]) -> Any:
+        roll = rng.random()
+        if roll < 0.2:
+            await anyio.sleep_forever()
+        return await (allow if roll < 0.7 else deny)(request)
+
+    return policy
+
+
+@pytest.mark.parametrize(("seed", "approve"), [(0, False), (1, False), (2, True)])
+async def test_stdio_storm_one_answer_per_prompt_each_delivered_once_in_order(
+    seed: int, approve: bool
+) -> None:
+    async with spawn("--agent", "agents:react_agent", *(["--approve"] if approve else [])) as agent:
+        agent.rec.policy = _answering(random.Random(seed))
         tally = await _stdio_storm(agent, seed=seed, steps=150)
+    tally["(approvals asked)"] = len(agent.rec.permissions)
     print(f"stdio storm seed {seed}: {dict(tally)}")
 
 
 @pytest.mark.soak
 async def test_soak_stdio_storm_many_seeds() -> None:
     total: Counter[str] = Counter()
-    async with spawn("--agent", "agents:react_agent") as agent:
-        for seed in range(SEEDS):
-            total.update(await _stdio_storm(agent, seed=seed, steps=STEPS))
+    for approve in ([], ["--approve"]):
+        async with spawn("--agent", "agents:react_agent", *approve) as agent:
+            agent.rec.policy = _answering(random.Random(len(approve)))
+            for seed in range(SEEDS):
+                total.update(await _stdio_storm(agent, seed=seed, steps=STEPS))
+            total["(approvals asked)"] += len(agent.rec.permissions)
     print(f"stdio storm soak: {dict(total)}")
