@@ -85,6 +85,15 @@ async def _kill_rounds(
 
 
 async def test_100_clients_killed_mid_turn_mid_replay_mid_approval() -> None:
+    await _killing(ROUNDS)
+
+
+@pytest.mark.soak
+async def test_soak_300_clients_killed() -> None:
+    await _killing(max(ROUNDS, 30))
+
+
+async def _killing(rounds: int) -> None:
     async with real_serve("--approve") as server:
         sid = server.ids[0]
         keeper = await server.connect()
@@ -94,19 +103,19 @@ async def test_100_clients_killed_mid_turn_mid_replay_mid_approval() -> None:
             await _turn(keeper, sid, "big=400000")
         base = rss_kib(server.proc.pid)
         rss: list[int] = []
-        killed = await _kill_rounds(server, keeper, sid, ROUNDS, rss)
+        killed = await _kill_rounds(server, keeper, sid, rounds, rss)
         await _until_clients(keeper, 1)  # every killed client left the execution
         after = rss_kib(server.proc.pid)
         print(f"killed {killed} clients; server RSS {base} KiB -> {after} KiB; by round {rss}")
-        assert killed == ROUNDS * 10
+        assert killed == rounds * 10
         # the keeper's stream went on: every approved card completed, in order
         cards = tool_ids(keeper, sid)
-        assert len(cards) == 3 + ROUNDS
+        assert len(cards) == 3 + rounds
         assert all(card_status(keeper, sid, t) == "completed" for t in cards)
         full = (await keeper.ext("messages", sessionId=sid, all=True, full=True))["messages"]
         _one_result_each(full)
         approvals = [m for m in full if m["role"] == "user" and "approval" in str(m["content"])]
-        assert len(approvals) == ROUNDS  # each dead driver's prompt, once
+        assert len(approvals) == rounds  # each dead driver's prompt, once
         # The stated bound is per live client (backlog + replay ring); ten are alive at once.
         # Dead ones keep nothing: RSS plateaus (300 kills measured as 100 kills), so it stays
         # under the bound of the clients alive at once however many die.

@@ -96,6 +96,13 @@ async def test_outer_cancel_ends_with_final_state_then_session_ended(where: str,
             assert state in ("cancelled", "ended"), state
             for t in tool_ids(cl, sid):  # no card is left running
                 assert card_status(cl, sid, t) in ("completed", "failed"), (t, where)
+        if how == "end":  # the finished execution's conversation: every call has its result
+            full = (await watcher.ext("messages", sessionId=sid, all=True, full=True))["messages"]
+            results = [m["tool_call_id"] for m in full if m["role"] == "tool"]
+            calls = [
+                t["id"] for m in full if m["role"] == "assistant" for t in m.get("tool_calls") or []
+            ]
+            assert sorted(results) == sorted(calls), full
         if how == "SIGTERM":
             with anyio.fail_after(GUARD):
                 assert await server.proc.wait() == 0

@@ -23,7 +23,7 @@ from agent_channel_acp._console._state import State
 from agent_channel_acp._discovery import live_records
 from attach_harness import Client, Server, tool_ids
 from conftest import GUARD
-from faults import real_serve
+from faults import frame, half_open, real_serve
 
 pytestmark = pytest.mark.anyio
 
@@ -139,3 +139,28 @@ async def test_the_console_link_reconnects_to_a_successor(
         finally:
             running.cancel()
             await asyncio.gather(running, return_exceptions=True)
+
+
+async def test_sigterm_with_half_open_and_stalled_clients_still_exits() -> None:
+    """Shutdown tells every client; one that reads nothing or sends nothing cannot hold the
+    process up, and is closed rather than left waiting."""
+    rt = _rt()
+    async with real_serve(rt=rt) as server:
+        sid = server.ids[0]
+        c = await server.connect()
+        await c.load(sid)
+        silent = half_open(server.path)  # connected, never sends
+        silent.settimeout(GUARD)
+        deaf = half_open(server.path, small_buffer=True)
+        deaf.sendall(frame(1, "initialize", {"protocolVersion": 1}))
+        deaf.sendall(frame(2, "session/load", {"sessionId": sid, "cwd": "/", "mcpServers": []}))
+        await c.prompt(sid, "big=400000")  # far more than the deaf socket's buffers hold
+        await c.until(lambda: "results" in c.rec.texts(sid))
+        server.proc.send_signal(signal.SIGTERM)
+        with anyio.fail_after(GUARD):
+            assert await server.proc.wait() == 0
+        await c.until(lambda: c.rec.has(sid, "_agent_channel/session_ended"))
+        assert silent.recv(1) == b""  # closed by the server, not left hanging
+        deaf.close()
+        silent.close()
+        assert list(rt.iterdir()) == []

@@ -16,6 +16,7 @@ import anyio
 import pytest
 from agent_channel import (
     AgentRef,
+    ChatMessageTool,
     ChatMessageUser,
     ExecutionFinished,
     UserMessage,
@@ -24,6 +25,7 @@ from agent_channel import (
 from agent_channel_react import AgentState, ScriptedModel, ScriptItem, call, react, reply, tool_call
 
 from .helpers import Blocker, Recorder
+from .test_tool_results import assert_one_result_rule
 
 pytestmark = pytest.mark.anyio
 
@@ -33,12 +35,16 @@ Moment = Callable[[AgentRef, Recorder, Blocker], Awaitable[None]]
 """Waits (on events) for the moment to cut; may act on the ref first."""
 
 
-async def _cut_run(moment: Moment, how: How, *, live: bool = False) -> tuple[Recorder, bool]:
+async def _cut_run(
+    moment: Moment, how: How, *, live: bool = False, state: AgentState | None = None
+) -> tuple[Recorder, bool]:
     """Run an interactive react agent on a fresh channel and cut it at ``moment``.
 
     Returns the events and whether the caller's own scope caught the cancellation. An
     ``AgentInterrupted`` (or any error) escaping the agent fails the test as it propagates.
+    ``state`` (the caller's, which the run mutates in place) is read back by some tests.
     """
+    state = state or AgentState(messages=[ChatMessageUser(content="Start.")])
     blocker = Blocker()
     model = ScriptedModel(lambda messages, tools: _script(messages[-1].text if messages else ""))
     agent = react(model=model, tools=[blocker.tool], submit=False)
@@ -61,7 +67,7 @@ async def _cut_run(moment: Moment, how: How, *, live: bool = False) -> tuple[Rec
                             outer.cancel_scope.cancel()
 
                     outer.start_soon(cutter)
-                    await agent(AgentState(messages=[ChatMessageUser(content="Start.")]))
+                    await agent(state)
                     pytest.fail("the run ended on its own; the cut never landed")
             caught = limit.cancelled_caught
     return rec, caught or outer.cancel_scope.cancelled_caught
@@ -121,6 +127,28 @@ async def test_outer_cancel_during_a_tool_ends_the_run_cancelled(how: How) -> No
     assert [i.text for i in finished.undelivered] == ["queued while the tool runs"]  # type: ignore[attr-defined]
     (tool_done,) = rec.of("tool_call_finished")
     assert tool_done.status == "cancelled"
+
+
+@pytest.mark.parametrize("how", HOWS)
+async def test_outer_cancel_during_a_tool_leaves_every_call_with_one_result(how: How) -> None:
+    """The caller's state and the published conversation stay well-formed (one result per
+    call, right after it), so they can be logged, read over A19 or resumed."""
+
+    async def moment(ref: AgentRef, rec: Recorder, blocker: Blocker) -> None:
+        await rec.seen("model_delta")
+        ref.interrupt()
+        ref.post(UserMessage("block"))
+        await blocker.started.wait()
+
+    state = AgentState(messages=[ChatMessageUser(content="Start.")])
+    rec, caught = await _cut_run(moment, how, state=state)
+    _assert_clean_end(rec, caught)
+    assert_one_result_rule(state.messages)
+    published = [e.message for e in rec.of("message_appended")]
+    assert [m.id for m in published] == [m.id for m in state.messages]
+    last = state.messages[-1]
+    assert isinstance(last, ChatMessageTool) and last.error == "cancelled"
+    assert last.text == "Tool call cancelled by the system."
 
 
 @pytest.mark.parametrize("how", HOWS)
