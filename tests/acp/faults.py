@@ -42,6 +42,8 @@ async def real_serve(*args: str, rt: Path | None = None) -> AsyncIterator[Server
     rt = rt or Path(tempfile.mkdtemp(prefix="acp-rt-"))
     rt.chmod(0o700)
     gates = Path(tempfile.mkdtemp(prefix="acp-gates-"))
+    log = gates / "serve.log"  # its stderr: no fault may leave a traceback there
+    err = log.open("wb")
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -52,6 +54,7 @@ async def real_serve(*args: str, rt: Path | None = None) -> AsyncIterator[Server
         "agents:attach_agent",
         *args,
         stdout=asyncio.subprocess.PIPE,
+        stderr=err,
         env=agent_env(AGENT_CHANNEL_RUNTIME_DIR=str(rt), **{GATES_ENV: str(gates)}),
         cwd=HERE,
     )
@@ -81,6 +84,10 @@ async def real_serve(*args: str, rt: Path | None = None) -> AsyncIterator[Server
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
+        err.close()
+        text = log.read_text(errors="replace")
+        sys.stderr.write(text)
+        assert "Traceback" not in text, text[-4000:]
 
 
 class Killable:
