@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import anyio
 from agents import GATES_ENV
@@ -132,6 +133,15 @@ def half_open(path: Path, *, small_buffer: bool = False) -> socket.socket:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.connect(str(path))
     return s
+
+
+def one_result_each(messages: list[dict[str, Any]]) -> None:
+    """Every assistant tool call of a full ``messages`` read has exactly one result."""
+    results = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    calls = [
+        t["id"] for m in messages if m["role"] == "assistant" for t in m.get("tool_calls") or []
+    ]
+    assert sorted(results) == sorted(calls), messages
 
 
 def frame(id_: int, method: str, params: dict[str, object]) -> bytes:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any
 
 import anyio
 import pytest
@@ -19,7 +18,7 @@ from agent_channel_acp._hub import REPLAY_BYTES
 from agent_channel_acp._session import BACKLOG_LIMIT
 from attach_harness import Client, Server, card_status, parked, tool_ids
 from conftest import GUARD
-from faults import fault_client, frame, half_open, real_serve, rss_kib
+from faults import fault_client, frame, half_open, one_result_each, real_serve, rss_kib
 
 pytestmark = pytest.mark.anyio
 
@@ -57,14 +56,6 @@ async def _timed_turns(c: Client, sid: str, n: int) -> float:
     for i in range(n):
         await _turn(c, sid, f"quick pace{i}")
     return time.perf_counter() - start
-
-
-def _one_result_each(messages: list[dict[str, Any]]) -> None:
-    results = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
-    calls = [
-        c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []
-    ]
-    assert sorted(results) == sorted(calls)
 
 
 async def _kill_rounds(
@@ -122,7 +113,7 @@ async def _killing(rounds: int) -> None:
         assert len(cards) == 3 + rounds
         assert all(card_status(keeper, sid, t) == "completed" for t in cards)
         full = (await keeper.ext("messages", sessionId=sid, all=True, full=True))["messages"]
-        _one_result_each(full)
+        one_result_each(full)
         approvals = [m for m in full if m["role"] == "user" and "approval" in str(m["content"])]
         assert len(approvals) == rounds  # each dead driver's prompt, once
         # The stated bound is per live client (backlog + replay ring); ten are alive at once.
