@@ -149,9 +149,11 @@ class _Player:
 
 
 def start_server(
-    tool_seconds: float | None, model: str | None = None
+    tool_seconds: float | None, model: str | None = None, *, quiet: bool = False
 ) -> tuple[subprocess.Popen[str], int]:
-    """``serve --demo`` (with ``--model``), its stdout read up to its discovery line."""
+    """``serve --demo`` (with ``--model``), its stdout read up to its discovery line;
+    ``quiet``: its log is not written over the console's screen (the console shows how
+    the execution ended)."""
     env = dict(os.environ)
     if tool_seconds is not None:
         env["AGENT_CHANNEL_DEMO_TOOL_SECONDS"] = str(tool_seconds)
@@ -159,6 +161,7 @@ def start_server(
     proc = subprocess.Popen(
         [sys.executable, "-m", "agent_channel_acp", "serve", "--demo", "--json", *flags],
         stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL if quiet else None,
         text=True,
         env=env,
     )

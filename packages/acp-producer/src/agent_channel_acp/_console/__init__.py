@@ -55,7 +55,7 @@ def demo_main(*, script: bool, tool_seconds: float | None, model: str | None = N
     from ._app import Console
 
     try:
-        proc, pid = start_server(tool_seconds, model)
+        proc, pid = start_server(tool_seconds, model, quiet=True)
     except ScriptFailed as e:
         sys.stderr.write(f"agent-channel-acp: demo: {e}\n")
         return 1
