@@ -3,8 +3,10 @@ server sends, A5-A25); the app and the demo script draw from it."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from agent_channel_acp._console._link import Link
 from agent_channel_acp._console._state import MAX_ENTRIES, MAX_TEXT, State
 
 M = "agent_channel."
@@ -179,3 +181,30 @@ def test_bounds_entries_and_text() -> None:
     assert len(s.removed) == 10
     s.update(chunk("agent_message_chunk", "y" * (MAX_TEXT + 5), "big"))
     assert len(s.entries["msg:big:agent"].text) == MAX_TEXT
+
+
+def test_link_folds_stream_lines_in_order_and_passes_requests_and_responses_on() -> None:
+    """The link's reader folds notifications itself (the SDK would validate each and start a
+    task); what it does not take goes on to the SDK."""
+    link = Link(State())
+    link.session_id = "s"
+
+    def line(message: dict[str, Any]) -> bytes:
+        return json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n"
+
+    def update(session: str, text: str) -> bytes:
+        params = {"sessionId": session, "update": chunk("agent_message_chunk", text, "m")}
+        return line({"method": "session/update", "params": params})
+
+    assert link.fold(update("s", "one "))
+    assert link.fold(update("other", "not ours "))  # taken, not shown
+    assert link.fold(update("s", "two"))
+    queued = {"sessionId": "s", "messages": [{"id": "q1", "text": "x", "client": "c-1"}]}
+    assert link.fold(line({"method": "_agent_channel/queue", "params": queued}))
+    bad = {"sessionId": "s", "update": {"sessionUpdate": "user_message_chunk", "_meta": "x"}}
+    assert link.fold(line({"method": "session/update", "params": bad}))  # skipped, goes on
+    assert [e.text for e in link.state.entries.values() if e.kind == "agent"] == ["one two"]
+    assert [q.id for q in link.state.queue] == ["q1"]
+    assert not link.fold(line({"id": 3, "result": {"stopReason": "end_turn"}}))
+    assert not link.fold(line({"id": 4, "method": "session/request_permission", "params": {}}))
+    assert not link.fold(b"not json\n")
