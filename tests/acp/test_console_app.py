@@ -176,8 +176,10 @@ async def test_withdraw_key_removes_a_queued_message_the_agent_never_sees_it(rt:
             )
             await pilot.press("ctrl+w")
             await until(pilot, "the queue empty", lambda: not app.state.queue)
-            assert not views(app, "queued")
-            assert "withdrawn before the agent read it" in shown(app, "note")
+            # The screen follows the state at its next frame: wait for it, don't race it.
+            await until(pilot, "the queued line gone", lambda: not views(app, "queued"))
+            note = "withdrawn before the agent read it"
+            await until(pilot, "the note", lambda: note in shown(app, "note"))
             await pilot.press("escape")  # the turn ends; the agent reads what is queued: nothing
             await until(pilot, "turn_state cancelled", lambda: app.state.turn == "cancelled")
             await type_and_send(pilot, "carry on")

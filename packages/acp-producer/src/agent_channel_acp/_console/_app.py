@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Input, Static
 
 from ._link import Link, LinkError, Target
@@ -120,7 +121,10 @@ class Console(App[None]):
         self._drawn = now
         self._dirty = False
         state = self.state
-        log = self.query_one("#log", VerticalScroll)
+        try:
+            log = self.query_one("#log", VerticalScroll)
+        except NoMatches:
+            return  # a frame that fires while the screen is torn down
         at_end = log.scroll_offset.y >= log.max_scroll_y - 1
         for key in state.removed:
             view = self._views.pop(key, None)
