@@ -25,8 +25,10 @@ are on observable conditions under a hang guard, never timing assertions.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -240,7 +242,10 @@ def mutate(draw: st.DrawFn, frame: JSON) -> JSON:
         )
     )
     if how == "drop":
-        keys = [*frame.keys(), *((f"params.{k}" for k in params) if isinstance(params, dict) else ())]
+        keys = [
+            *frame.keys(),
+            *((f"params.{k}" for k in params) if isinstance(params, dict) else ()),
+        ]
         if not keys:
             return frame
         key = draw(st.sampled_from(keys))
@@ -406,6 +411,9 @@ def _at(draw: st.DrawFn, size: int) -> int:
 # -- the model of what must come back ----------------------------------------------------------
 
 
+_OVERSIZE_HEAD = re.compile(rb'\{"jsonrpc": "2.0", "id": (\d+), "method": "session/prompt",')
+
+
 def _key(value: Any) -> str:
     return json.dumps(value)
 
@@ -429,8 +437,12 @@ class Owed:
     def expect(self, stream: bytes) -> None:
         """Model the transport's framing on ``stream`` (whole lines, newline-terminated)."""
         for line in stream.split(b"\n")[:-1]:
-            if len(line) > MAX_FRAME:
+            if len(line) > MAX_FRAME:  # refused by the id at its head (ours are all alike)
                 self.oversize.append(line[:200])
+                head = _OVERSIZE_HEAD.match(line)
+                if head is not None:
+                    self.by_id[head.group(1).decode()] += 1
+                    self.lines[head.group(1).decode()] = line[:300]
                 continue
             line = line.strip()
             if not line:
@@ -508,10 +520,8 @@ class Wire:
     async def stop(self) -> None:
         if self.reading is not None:
             self.reading.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self.reading
-            except asyncio.CancelledError:
-                pass
             self.reading = None
 
     async def _read(self) -> None:

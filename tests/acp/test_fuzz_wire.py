@@ -44,8 +44,8 @@ from hypothesis import strategies as st
 
 T = TypeVar("T")
 
-CI_EXAMPLES = 80
-SOAK_EXAMPLES = 600
+CI_EXAMPLES = 120
+SOAK_EXAMPLES = 700
 SOAK_FRAMES = 10_000
 OVERSIZE_EVERY = 100
 """One example in this many also sends a frame over the cap (9 MiB through the pipe)."""
@@ -144,9 +144,8 @@ def fuzz_stdio(tmp: Path, examples: int) -> Figures:
         @fuzz_settings(examples)
         @given(st.data())
         def example(data: st.DataObject) -> None:
-            count = next(n)
             lines, kinds = batch(
-                data.draw, pool, ids, attach=False, oversize=count % OVERSIZE_EVERY == 1
+                data.draw, pool, ids, attach=False, oversize=figures.examples % OVERSIZE_EVERY == 0
             )
             cut_at = cuts(data.draw, sum(map(len, lines)))
             run(wire.send(lines, cut_at))
@@ -192,10 +191,17 @@ def _cancel(sid: str) -> bytes:
 
 async def sdk_turns_stdio(proc: asyncio.subprocess.Process) -> None:
     """A normal client on the same pipes: a turn, a cancelled turn, a turn with a tool."""
-    import acp
-
     rec = AttachRecorder()
     conn = ClientSideConnection(rec, proc.stdin, proc.stdout)  # pyright: ignore[reportArgumentType]
+    try:
+        await _turns(conn, rec)
+    finally:
+        await conn.close()
+
+
+async def _turns(conn: ClientSideConnection, rec: AttachRecorder) -> None:
+    import acp
+
     async with asyncio.timeout(GUARD * 3):
         await conn.initialize(protocol_version=1)
         sid = (await conn.new_session(cwd=str(HERE), mcp_servers=[])).session_id
@@ -204,7 +210,9 @@ async def sdk_turns_stdio(proc: asyncio.subprocess.Process) -> None:
         blocked = asyncio.ensure_future(
             conn.prompt(session_id=sid, prompt=[acp.text_block("block")])
         )
-        await rec.wait_until(lambda: any(u["sessionUpdate"] == "tool_call" for u in rec.updates[sid]))
+        await rec.wait_until(
+            lambda: any(u["sessionUpdate"] == "tool_call" for u in rec.updates[sid])
+        )
         await conn.cancel(session_id=sid)
         assert (await blocked).stop_reason == "cancelled"
         r = await conn.prompt(session_id=sid, prompt=[acp.text_block("quick")])
@@ -264,7 +272,6 @@ def fuzz_serve(tmp: Path, examples: int, *, tcp: bool) -> Figures:
         @fuzz_settings(examples)
         @given(st.data())
         def example(data: st.DataObject) -> None:
-            count = next(n)
             ids = Ids()
             prologue = None
             how = data.draw(st.sampled_from(["none", "load", "observe", "new"]))
@@ -272,7 +279,7 @@ def fuzz_serve(tmp: Path, examples: int, *, tcp: bool) -> Figures:
                 msg_id = ids.unique("prologue")
                 prologue = _bind(how, execution["id"], msg_id)
             lines, kinds = batch(
-                data.draw, pool, ids, attach=True, oversize=count % OVERSIZE_EVERY == 1
+                data.draw, pool, ids, attach=True, oversize=figures.examples % OVERSIZE_EVERY == 0
             )
             cut_at = cuts(data.draw, sum(map(len, lines)))
             wire = run(one(lines, cut_at, prologue))
@@ -392,6 +399,6 @@ def test_fuzz_serve_unix_long(tmp_path: Path) -> None:
 
 @pytest.mark.soak
 def test_fuzz_serve_tcp_long(tmp_path: Path) -> None:
-    figures = fuzz_serve(tmp_path, SOAK_EXAMPLES, tcp=True)
+    figures = fuzz_serve(tmp_path, SOAK_EXAMPLES * 4 // 3, tcp=True)
     print(figures.line())
     assert figures.frames >= SOAK_FRAMES
