@@ -138,8 +138,10 @@ class LineTransport:
         """
         is_response = "method" not in message and ("result" in message or "error" in message)
         ours = message.get("id")
+        watched = None
         if is_response and isinstance(ours, int) and ours in self._client_ids:
             message = {**message, "id": self._client_ids.pop(ours)}
+            watched = self._watched.pop(ours, None)
             self._answer(ours)
         try:
             self.write_frame(message)
@@ -149,10 +151,8 @@ class LineTransport:
             if not is_response:
                 raise
             return
-        if is_response and self._watched:
-            watched = self._watched.pop(ours, None)
-            if watched is not None and self._on_response is not None:
-                self._on_response(watched[0], watched[1], message)
+        if watched is not None and self._on_response is not None:
+            self._on_response(watched[0], watched[1], message)
 
     @property
     def gone(self) -> bool:
