@@ -624,7 +624,7 @@ class Target:
     proc: subprocess.Popen[bytes]
     log: Path
     transport: JSON = field(default_factory=dict[str, Any])
-    execution: str | None = None
+    announced: str = ""
 
     @property
     def alive(self) -> bool:
@@ -659,12 +659,12 @@ class Target:
             return self.proc.wait(GUARD)
 
 
-def fuzz_env(rt: Path) -> dict[str, str]:
+def fuzz_env(rt: Path, level: str = "INFO") -> dict[str, str]:
     return agent_env(
         AGENT_CHANNEL_ACP_DEBUG="1",
         AGENT_CHANNEL_RUNTIME_DIR=str(rt),
         AGENT_CHANNEL_DEMO_TOOL_SECONDS="0",
-        AGENT_CHANNEL_ACP_LOG="INFO",
+        AGENT_CHANNEL_ACP_LOG=level,
     )
 
 
@@ -708,15 +708,17 @@ class _Popenish:
         raise NotImplementedError("await the asyncio process instead")
 
 
-def start_serve(tmp: Path, *, tcp: bool) -> Target:
-    """``agent-channel-acp serve --demo`` (unix socket, or TCP with the token)."""
+def start_serve(tmp: Path, *, tcp: bool, level: str = "INFO") -> Target:
+    """``agent-channel-acp serve --demo`` (unix socket, or TCP with the token); its runtime
+    directory is ``tmp/rt``, its log ``tmp/unix.log`` or ``tmp/tcp.log``, its stdout the
+    announcement (``Target.announced``)."""
     log = tmp / ("tcp.log" if tcp else "unix.log")
     rt = tmp / "rt"
     where = ["--port", "0"] if tcp else []
     with log.open("wb") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "agent_channel_acp", "serve", "--demo", "--json", *where],
-            env=fuzz_env(rt),
+            env=fuzz_env(rt, level),
             stdout=subprocess.PIPE,
             stderr=err,
             cwd=HERE,
@@ -725,7 +727,7 @@ def start_serve(tmp: Path, *, tcp: bool) -> Target:
     assert line, f"serve did not start: {log.read_text()}"
     announced = json.loads(line)
     record = json.loads(Path(announced["record"]).read_text())
-    return Target("tcp" if tcp else "unix", proc, log, record["transport"])
+    return Target("tcp" if tcp else "unix", proc, log, record["transport"], announced=line)
 
 
 def _first_line(proc: subprocess.Popen[bytes]) -> str:
