@@ -659,9 +659,9 @@ class Target:
             return self.proc.wait(GUARD)
 
 
-def fuzz_env(rt: Path, level: str = "INFO") -> dict[str, str]:
+def fuzz_env(rt: Path, level: str = "INFO", debug: bool = True) -> dict[str, str]:
     return agent_env(
-        AGENT_CHANNEL_ACP_DEBUG="1",
+        AGENT_CHANNEL_ACP_DEBUG="1" if debug else "0",
         AGENT_CHANNEL_RUNTIME_DIR=str(rt),
         AGENT_CHANNEL_DEMO_TOOL_SECONDS="0",
         AGENT_CHANNEL_ACP_LOG=level,
@@ -708,7 +708,7 @@ class _Popenish:
         raise NotImplementedError("await the asyncio process instead")
 
 
-def start_serve(tmp: Path, *, tcp: bool, level: str = "INFO") -> Target:
+def start_serve(tmp: Path, *, tcp: bool, level: str = "INFO", debug: bool = True) -> Target:
     """``agent-channel-acp serve --demo`` (unix socket, or TCP with the token); its runtime
     directory is ``tmp/rt``, its log ``tmp/unix.log`` or ``tmp/tcp.log``, its stdout the
     announcement (``Target.announced``)."""
@@ -718,7 +718,7 @@ def start_serve(tmp: Path, *, tcp: bool, level: str = "INFO") -> Target:
     with log.open("wb") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "agent_channel_acp", "serve", "--demo", "--json", *where],
-            env=fuzz_env(rt, level),
+            env=fuzz_env(rt, level, debug),
             stdout=subprocess.PIPE,
             stderr=err,
             cwd=HERE,

@@ -291,9 +291,21 @@ async def test_the_debug_counts_are_unknown_unless_the_environment_asks_for_them
     tmp_path: Path,
 ) -> None:
     """SECURITY.md "What is shown": ``_agent_channel/debug`` answers only with
-    ``AGENT_CHANNEL_ACP_DEBUG=1``; otherwise it is an unknown method (-32601). Shown on the
-    stdio server; the attach server asks the same gate (``_debug.asked``)."""
+    ``AGENT_CHANNEL_ACP_DEBUG=1``; otherwise it is an unknown method (-32601), on both
+    servers."""
     from fuzz_wire import Wire
+
+    for debug in (True, False):
+        (tmp_path / str(debug)).mkdir()
+        target = start_serve(tmp_path / str(debug), tcp=False, debug=debug)
+        try:
+            reply = await ask(target, "_agent_channel/debug", {})
+            if debug:
+                assert set(reply["result"]) >= {"tasks", "connections", "bindings"}, reply
+            else:
+                assert reply["error"]["code"] == -32601, reply
+        finally:
+            assert target.stop() == 0
 
     for debug in ("1", "0"):
         env = {**fuzz_env(tmp_path / "rt"), "AGENT_CHANNEL_ACP_DEBUG": debug}
