@@ -92,8 +92,7 @@ class LineTransport:
         self._watched: dict[int, tuple[str, Any]] = {}  # by our request id
         self._on_response = on_response
         self._notifications = notifications
-        self._unanswered: dict[int, str] = {}  # our request id -> its method, until answered
-        self._client_ids: dict[int, object] = {}  # our request id -> the client's
+        self._unanswered: dict[int, tuple[object, str]] = {}  # our id -> the client's, method
         self._next_id = 0
         self._answered = asyncio.Event()
         self._closed = False
@@ -139,10 +138,10 @@ class LineTransport:
         is_response = "method" not in message and ("result" in message or "error" in message)
         ours = message.get("id")
         watched = None
-        if is_response and isinstance(ours, int) and ours in self._client_ids:
-            message = {**message, "id": self._client_ids.pop(ours)}
+        if is_response and isinstance(ours, int) and ours in self._unanswered:
+            message = {**message, "id": self._unanswered.pop(ours)[0]}
             watched = self._watched.pop(ours, None)
-            self._answer(ours)
+            self._answered.set()
         try:
             self.write_frame(message)
             await self._writer.drain()
@@ -260,8 +259,7 @@ class LineTransport:
         if has_id:  # the SDK sees an id of ours, unique; the response gets the client's back
             self._next_id += 1
             ours = self._next_id
-            self._client_ids[ours] = msg_id
-            self._unanswered[ours] = method
+            self._unanswered[ours] = (msg_id, method)
             if method in self._watch_methods:
                 self._watched[ours] = (method, params)
             message = {**message, "id": ours}
@@ -308,15 +306,11 @@ class LineTransport:
         except ConnectionError:
             self._lost()
 
-    def _answer(self, ours: int) -> None:
-        if self._unanswered.pop(ours, None) is not None:
-            self._answered.set()
-
     async def _settle(self, waits_for: Callable[[str], bool], grace: float) -> None:
         """Wait (at most ``grace`` s) until no request whose method ``waits_for`` is unanswered."""
 
         def owed() -> bool:
-            return not self._gone and any(map(waits_for, self._unanswered.values()))
+            return not self._gone and any(waits_for(m) for _, m in self._unanswered.values())
 
         try:
             async with asyncio.timeout(grace):
