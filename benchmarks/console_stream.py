@@ -12,7 +12,9 @@ each to a server of its own:
   terminal.
 
 Measured for each, every 50 ms: lag = now minus the time the newest chunk it shows was due
-(so a client that falls behind shows it however the server merges chunks), and at the end
+(so a client that falls behind shows it however the server merges chunks). "Shows" is the
+fold's text for ``bare`` and, for ``console``, the text the message widget last rendered
+(the compositor's call, so a redraw that never happens counts as lag), and at the end
 the peak of Python memory allocated (tracemalloc) above the start. Reported: the worst and
 median lag of each, the console's worst lag as a ratio to the bare client's (same run), the
 rate the agent really reached, and the memory. Target (issue 9): worst console lag at most
@@ -93,10 +95,12 @@ def factory(model: str | None = None) -> Any:
 
 
 class Probe:
-    """Samples one client's lag from its state's newest agent text."""
+    """Samples one client's lag from the newest agent text it has: the fold's (bare) or
+    the text the console's widget last rendered (console)."""
 
-    def __init__(self, state: Any, rate: float) -> None:
-        self.state = state
+    def __init__(self, text: Any, rate: float) -> None:
+        self.text = text
+        """Returns the agent text to look at ("" while there is none)."""
         self.rate = rate
         self.start: float | None = None
         self.lags: list[float] = []
@@ -105,10 +109,9 @@ class Probe:
         """When the agent finished streaming (its last chunk says)."""
 
     def sample(self) -> None:
-        agent = [e for e in self.state.entries.values() if e.kind == "agent"]
-        if not agent:
+        text: str = self.text()
+        if not text:
             return
-        text = agent[-1].text
         if self.start is None:
             m = re.search(r"START@([0-9.]+)", text[-30000:])
             if m is None:
@@ -123,11 +126,17 @@ class Probe:
         self.lags.append(time.time() - (self.start + self.last / self.rate))
 
 
+def folded_agent_text(state: Any) -> str:
+    agent = [e for e in state.entries.values() if e.kind == "agent"]
+    return agent[-1].text if agent else ""
+
+
 async def measure(kind: str, rate: float, seconds: float) -> dict[str, Any]:
     """One client (``bare`` or ``console``) on a server of its own; its lag and memory."""
     from agent_channel_acp._console._app import Console
     from agent_channel_acp._console._link import Link
     from agent_channel_acp._console._state import State
+    from agent_channel_acp._console._widgets import EntryView
 
     rt = Path(tempfile.mkdtemp(prefix="console-bench-"))
     os.chmod(rt, 0o700)
@@ -166,15 +175,27 @@ async def measure(kind: str, rate: float, seconds: float) -> dict[str, Any]:
             state = State()
             link = Link(state, pid=pid)
             task = asyncio.ensure_future(link.run())
-            probe = Probe(state, rate)
+            probe = Probe(lambda: folded_agent_text(state), rate)
             await watch(probe, asyncio.sleep)
             task.cancel()
         else:
             app = Console(pid=pid)
-            async with app.run_test(size=(120, 40)):
-                probe = Probe(app.state, rate)
-                await watch(probe, asyncio.sleep)  # not pilot.pause: it waits for idle
-                frames = app.frames
+            rendered = [""]
+            render = EntryView.render
+
+            def recording(view: EntryView) -> Any:  # what the compositor paints, when it does
+                if view.entry.kind == "agent":
+                    rendered[0] = str(view.content)
+                return render(view)
+
+            EntryView.render = recording  # pyright: ignore[reportAttributeAccessIssue]
+            try:
+                async with app.run_test(size=(120, 40)):
+                    probe = Probe(lambda: rendered[0], rate)
+                    await watch(probe, asyncio.sleep)  # not pilot.pause: it waits for idle
+                    frames = app.frames
+            finally:
+                EntryView.render = render
         peak = tracemalloc.get_traced_memory()[1] - base_mem
     finally:
         tracemalloc.stop()

@@ -27,8 +27,9 @@ pytest.importorskip(
 from agent_channel_acp._console._app import Console
 from agent_channel_acp._console._widgets import EntryView, Picker
 from conftest import GUARD, HERE, agent_env
+from serving import executions
 from textual.pilot import Pilot
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 pytestmark = pytest.mark.anyio
 
@@ -182,6 +183,63 @@ async def test_withdraw_key_removes_a_queued_message_the_agent_never_sees_it(rt:
             await type_and_send(pilot, "carry on")
             await until(pilot, "the echo", lambda: "carry on" in shown(app, "operator"))
             assert "never mind" not in shown(app, "operator")
+
+
+def queued_ids(app: Console) -> list[str]:
+    return [v.entry.message_id for v in views(app, "queued")]
+
+
+async def test_a25_two_identical_messages_withdraw_one_the_right_one_goes(rt: Path) -> None:
+    with serving(rt):
+        app = Console()
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, "a running tool card", lambda: running_card(app))
+            await type_and_send(pilot, "same")
+            await type_and_send(pilot, "same")
+            await until(pilot, "both in the server's queue", lambda: len(app.state.queue) == 2)
+            older, newer = (q.id for q in app.state.queue)
+            await until(pilot, "both lines linked", lambda: queued_ids(app) == [older, newer])
+            await pilot.press("ctrl+w")  # withdraws the newest of ours
+            await until(pilot, "one left", lambda: [q.id for q in app.state.queue] == [older])
+            await until(pilot, "the newer line gone", lambda: queued_ids(app) == [older])
+            await pilot.press("escape")  # the turn stops; the agent reads what is queued
+            await until(pilot, "the echo", lambda: "same" in shown(app, "operator"))
+            assert not views(app, "queued")
+            assert shown(app, "operator").count("same") == 1
+
+
+async def test_a25_a_long_message_withdrawn_leaves_the_screen(rt: Path) -> None:
+    """The queue shows a message's first 2,000 characters: the line is matched by id."""
+    with serving(rt):
+        app = Console()
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, "a running tool card", lambda: running_card(app))
+            app.query_one("#input", Input).value = "long " * 500
+            await pilot.press("enter")
+            await until(pilot, "the server's queue", lambda: app.state.mine_queued())
+            await pilot.press("ctrl+w")
+            await until(pilot, "the queue empty", lambda: not app.state.queue)
+            await until(pilot, "the queued line gone", lambda: not views(app, "queued"))
+            assert "withdrawn before the agent read it" in shown(app, "note")
+
+
+async def test_a14_attach_observe_binds_as_observer_and_never_drives(rt: Path) -> None:
+    with serving(rt):
+        app = Console(observe=True)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, "the bind", lambda: app.state.role == "observer")
+            card = await until(pilot, "a running tool card", lambda: running_card(app))
+            assert isinstance(card, EntryView)
+            await until(pilot, "the role shown", lambda: "observer" in panel(app, "#header"))
+            inp = app.query_one("#input", Input)
+            assert "Observing only" in str(inp.placeholder)
+            await pilot.press("escape")
+            await type_and_send(pilot, "let me drive")
+            await until(pilot, "the refusals", lambda: "observing only" in shown(app, "note"))
+            assert not views(app, "queued") and not app.state.queue
+            (listed,) = await asyncio.to_thread(executions, rt)
+            assert listed["turnState"] == "started"  # nothing was stopped
+            assert card.entry.status == "in_progress"
 
 
 async def test_a22_tool_cancel_key_stops_one_tool_and_the_turn_goes_on(rt: Path) -> None:

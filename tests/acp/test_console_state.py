@@ -3,8 +3,10 @@ server sends, A5-A25); the app and the demo script draw from it."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from agent_channel_acp._console._link import Link
 from agent_channel_acp._console._state import MAX_ENTRIES, MAX_TEXT, State
 
 M = "agent_channel."
@@ -56,19 +58,67 @@ def test_s9_chunks_of_one_message_join_and_reasoning_is_its_own_entry() -> None:
     assert kinds == [("reasoning", "let me think"), ("agent", "Hello there")]
 
 
+def echo(text: str, mid: str = "u1") -> dict[str, Any]:
+    return chunk("user_message_chunk", text, mid, source="operator", role="user")
+
+
 def test_a7_queued_line_replaced_by_the_folded_echo() -> None:
     s = State()
     first, second = s.queued("one"), s.queued("two")
+    s.sent(first, "q1")
+    s.sent(second, "q2")
     queue(s, ("q1", "one"), ("q2", "two"))
-    assert (first.message_id, second.message_id) == ("q1", "q2")
     queue(s)  # the boundary drained both...
-    s.update(chunk("user_message_chunk", "one\n\ntwo", "u1", source="operator", role="user"))
+    s.update(echo("one\n\ntwo"))
     assert [e.kind for e in s.entries.values()] == ["operator"]  # ...one echo replaced both
+
+
+def test_a7_echo_replaces_only_the_message_read_not_an_identical_one_still_queued() -> None:
+    s = State()
+    first = s.queued("same")
+    s.sent(first, "q1")
+    queue(s, ("q1", "same"))
+    second = s.queued("same")  # typed while the agent folds the first in
+    queue(s)
+    s.update(echo("same"))
+    assert first.key not in s.entries
+    assert second.key in s.entries  # still waiting on the server: still shown queued
+    s.sent(second, "q2")
+    queue(s, ("q2", "same"))
+    s.withdrawn("q2")
+    assert second.key not in s.entries
+
+
+def test_a25_withdraw_one_of_two_identical_messages_the_right_one_goes() -> None:
+    s = State()
+    first, second = s.queued("same"), s.queued("same")
+    s.sent(first, "q1")
+    s.sent(second, "q2")
+    queue(s, ("q1", "same"), ("q2", "same"))
+    s.withdrawn("q1")  # the older one, as another operator's `queue --withdraw` could
+    queue(s, ("q2", "same"))
+    s.update(chunk("agent_message_chunk", "working", "m2"))
+    assert first.key not in s.entries and second.key in s.entries
+    queue(s)
+    s.update(echo("same"))
+    assert second.key not in s.entries
+    assert [e.kind for e in s.entries.values()] == ["note", "agent", "operator"]
+
+
+def test_a7_an_id_answered_after_the_queue_moved_on_settles_the_line() -> None:
+    s = State()
+    queue(s, ("q1", "fast"))
+    line = s.queued("fast")
+    queue(s)
+    s.update(echo("fast"))  # the queue and the echo overtook the prompt's answer
+    s.sent(line, "q1")
+    assert line.key not in s.entries
 
 
 def test_a25_message_withdrawn_elsewhere_leaves_with_a_note() -> None:
     s = State()
     mine = s.queued("later")
+    s.sent(mine, "q1")
     queue(s, ("q1", "later"))
     queue(s)  # gone from the queue, and what follows is no echo
     s.update(chunk("agent_message_chunk", "working", "m2"))
@@ -131,3 +181,30 @@ def test_bounds_entries_and_text() -> None:
     assert len(s.removed) == 10
     s.update(chunk("agent_message_chunk", "y" * (MAX_TEXT + 5), "big"))
     assert len(s.entries["msg:big:agent"].text) == MAX_TEXT
+
+
+def test_link_folds_stream_lines_in_order_and_passes_requests_and_responses_on() -> None:
+    """The link's reader folds notifications itself (the SDK would validate each and start a
+    task); what it does not take goes on to the SDK."""
+    link = Link(State())
+    link.session_id = "s"
+
+    def line(message: dict[str, Any]) -> bytes:
+        return json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n"
+
+    def update(session: str, text: str) -> bytes:
+        params = {"sessionId": session, "update": chunk("agent_message_chunk", text, "m")}
+        return line({"method": "session/update", "params": params})
+
+    assert link.fold(update("s", "one "))
+    assert link.fold(update("other", "not ours "))  # taken, not shown
+    assert link.fold(update("s", "two"))
+    queued = {"sessionId": "s", "messages": [{"id": "q1", "text": "x", "client": "c-1"}]}
+    assert link.fold(line({"method": "_agent_channel/queue", "params": queued}))
+    bad = {"sessionId": "s", "update": {"sessionUpdate": "user_message_chunk", "_meta": "x"}}
+    assert link.fold(line({"method": "session/update", "params": bad}))  # skipped, goes on
+    assert [e.text for e in link.state.entries.values() if e.kind == "agent"] == ["one two"]
+    assert [q.id for q in link.state.queue] == ["q1"]
+    assert not link.fold(line({"id": 3, "result": {"stopReason": "end_turn"}}))
+    assert not link.fold(line({"id": 4, "method": "session/request_permission", "params": {}}))
+    assert not link.fold(b"not json\n")

@@ -3,6 +3,7 @@ subprocess driven through the console's ACP client, its transcript on stdout, ex
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -69,3 +70,32 @@ def test_demo_without_a_terminal_plays_the_script(tmp_path: Path) -> None:
     run = _demo(rt)  # stdout is a pipe here, as in CI
     assert run.returncode == 0, run.stderr
     assert "demo finished: every step behaved as described" in run.stdout
+
+
+def test_demo_model_flag_uses_the_configured_endpoint_and_names_it_when_unreachable(
+    tmp_path: Path,
+) -> None:
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    env = agent_env(AGENT_CHANNEL_RUNTIME_DIR=str(rt), OPENAI_BASE_URL=url)
+    run = subprocess.run(
+        [sys.executable, "-m", "agent_channel_acp", "demo", "--script", "--model", "some-model"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=HERE,
+        timeout=180,  # a hang guard, not a timing assertion
+    )
+    assert run.returncode == 1
+    (line,) = [ln for ln in run.stderr.splitlines() if ln.startswith("agent-channel-acp: demo:")]
+    assert "cannot reach the model server at " + url in line, run.stderr
+    assert not list(rt.glob("*.json")), "the demo's server left its discovery record behind"
+
+
+def test_demo_model_flag_is_refused_for_the_stdio_tour(tmp_path: Path) -> None:
+    run = _demo(tmp_path, "--stdio", "--model", "some-model")
+    assert run.returncode == 2
+    assert "--model is for the console and --script" in run.stderr

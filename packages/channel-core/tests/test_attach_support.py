@@ -190,6 +190,27 @@ async def test_cancel_region_stops_only_that_region_and_the_turn_goes_on() -> No
         assert ref.cancel_region("never") is False
 
 
+async def test_cancel_region_from_a_task_inside_the_region_stops_it_and_that_task() -> None:
+    async with open_channel() as ch:
+        ref = ch.ref()
+        after: list[str] = []
+        with ch.scope(), ch.region("call") as r:
+            async with anyio.create_task_group() as tg:
+
+                async def helper() -> None:
+                    assert ref.cancel_region("call") is True
+                    with anyio.CancelScope(shield=True):  # a shield still holds
+                        await anyio.lowlevel.checkpoint()
+                        after.append("shielded cleanup ran")
+                    await anyio.sleep_forever()
+
+                tg.start_soon(helper)
+                await anyio.sleep_forever()
+        assert r.cancelled
+        assert after == ["shielded cleanup ran"]
+        assert ch.turn_state == "ended"
+
+
 async def test_two_active_regions_may_not_share_a_key() -> None:
     async with open_channel() as ch:
         ch.ref()

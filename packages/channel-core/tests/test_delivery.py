@@ -117,6 +117,52 @@ async def test_outer_cancellation_wins_when_it_races_an_interrupt() -> None:
         assert ch.drain() == [cancel]  # and the cancel item is not lost either
 
 
+async def test_an_interrupt_from_a_task_inside_the_scope_stops_the_scope_and_that_task() -> None:
+    # The interrupting task is itself inside the scope (a tool running beside the turn):
+    # it is cancelled too, at its next unshielded checkpoint, as any task in a cancelled
+    # scope is (so the interrupt must not hide it from anyio: a shield still holds).
+    async with open_channel() as ch:
+        ref = ch.ref()
+        after: list[str] = []
+        with pytest.raises(AgentInterrupted), ch.scope():
+            async with anyio.create_task_group() as tg:
+
+                async def tool() -> None:
+                    ref.interrupt()
+                    with anyio.CancelScope(shield=True):
+                        await anyio.lowlevel.checkpoint()
+                        after.append("shielded cleanup ran")
+                    await anyio.sleep_forever()
+                    after.append("tool went on")  # never
+
+                tg.start_soon(tool)
+                await anyio.sleep_forever()
+        assert after == ["shielded cleanup ran"]
+        assert ch.turn_state == "cancelled"
+
+
+async def test_an_interrupt_from_a_task_outside_the_scope_leaves_that_task_running() -> None:
+    async with open_channel() as ch:
+        ref = ch.ref()
+        working, resumed = anyio.Event(), anyio.Event()
+        after: list[str] = []
+
+        async def operator() -> None:
+            await working.wait()
+            ref.interrupt()
+            await anyio.lowlevel.checkpoint()  # not cancelled: it is outside the scope
+            after.append("operator went on")
+            resumed.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(operator)
+            with pytest.raises(AgentInterrupted), ch.scope():
+                working.set()
+                await anyio.sleep_forever()
+            await resumed.wait()
+        assert after == ["operator went on"]
+
+
 async def test_deadline_inside_a_scope_is_not_an_interrupt() -> None:
     async with open_channel() as ch:
         ch.ref()

@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 import random
 import threading
+import time
+from collections import deque
+from typing import SupportsIndex
 
 import anyio
 import anyio.lowlevel
@@ -251,3 +254,89 @@ async def test_threads_hammering_post_interrupt_withdraw_deliver_every_item_exac
 def _ids(items: list[ChannelItem]) -> list[str]:
     return [i.id for i in items]
 
+
+
+class _PausingQueue(deque[ChannelItem]):
+    """A channel queue whose first ``del`` (a withdraw) pauses right after removing the
+    item, inside the channel's lock, until ``resume`` is set: the window in which the
+    queue and the Cancel count may disagree."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused = threading.Event()
+        self.resume = threading.Event()
+
+    def __delitem__(self, index: SupportsIndex | slice) -> None:
+        super().__delitem__(index)  # pyright: ignore[reportArgumentType]
+        if not self.paused.is_set():
+            self.paused.set()
+            assert self.resume.wait(30), "the consumer never reached its decision"
+
+
+class _TellingLock:
+    """The channel's lock, which says when another thread had to wait for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.contended = threading.Event()
+
+    def acquire(self) -> bool:
+        if not self._lock.acquire(blocking=False):
+            self.contended.set()
+            self._lock.acquire()
+        return True
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+async def test_receive_does_not_park_on_a_message_while_a_withdraw_takes_a_cancel() -> None:
+    # A withdraw of a queued Cancel, paused inside the lock after removing it: receive()
+    # reads the queue's length and the Cancel count without the lock, and must decide
+    # "a message is waiting" (then wait for the lock and take it), not "only Cancels"
+    # (then park, with nothing left to wake it). The pause ends as soon as the consumer
+    # has decided either way: it waits for the lock, or it is parked.
+    async with open_channel() as ch:
+        ref = ch.ref()
+        queue, lock = _PausingQueue(), _TellingLock()
+        ch._queue, ch._lock = queue, lock  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+        cancel, message = Cancel(), UserMessage("still here")
+        ref.post(cancel)
+        ref.post(message)
+        loop_ran = threading.Event()
+
+        def withdraw() -> bool:
+            return ref.withdraw(cancel.id)
+
+        def release_when_decided() -> None:
+            queue.paused.wait(30)
+            give_up = time.monotonic() + 30
+            while not lock.contended.is_set() and time.monotonic() < give_up:
+                if ch._waiter is not None:  # pyright: ignore[reportPrivateUsage]
+                    # Parked, or about to: once the loop runs a callback, it is parked.
+                    ch._loop.call_soon_threadsafe(loop_ran.set)  # pyright: ignore[reportPrivateUsage]
+                    loop_ran.wait(30)
+                    break
+                lock.contended.wait(0.001)
+            queue.resume.set()
+
+        withdrawer = threading.Thread(target=withdraw)
+        releaser = threading.Thread(target=release_when_decided)
+        withdrawer.start()
+        releaser.start()
+        try:
+            while not queue.paused.is_set():  # the withdraw is inside its window
+                await anyio.lowlevel.checkpoint()
+            with anyio.fail_after(10):
+                got = await ch.receive()
+        finally:
+            queue.resume.set()
+            await anyio.to_thread.run_sync(withdrawer.join)
+            await anyio.to_thread.run_sync(releaser.join)
+        assert got == [message]

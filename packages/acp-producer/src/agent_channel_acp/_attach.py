@@ -329,11 +329,12 @@ class _Client:
                 {"reason": "this session observes only: it cannot prompt", "sessionId": session_id}
             )
         try:
-            hub.post(content, text, self.name)
+            message_id = hub.post(content, text, self.name)
         except ChannelClosed:
             raise not_attachable(session_id) from None
         hub.prompted(binding)
-        return PromptResponse(stop_reason="end_turn")  # A7: the agent reads it at its boundary
+        # A7: the agent reads it at its boundary; the id is the one the queue lists (A25)
+        return PromptResponse(stop_reason="end_turn", field_meta={f"{META}messageId": message_id})
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         binding = self._bindings.get(session_id)

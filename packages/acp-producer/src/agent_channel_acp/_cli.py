@@ -136,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--json", action="store_true", help="the stdio tour as JSON lines")
     demo.add_argument(
+        "--model",
+        metavar="NAME",
+        help="an OpenAI-compatible model (its server: OPENAI_BASE_URL / OPENAI_API_KEY, "
+        "as for stdio and serve); default: the scripted model, unless those are set",
+    )
+    demo.add_argument(
         "--tool-seconds",
         type=_positive_seconds,
         default=1.5,
@@ -149,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     attach.add_argument(
         "target", metavar="TARGET", nargs="?", help="an execution id or a unique prefix of one"
+    )
+    attach.add_argument(
+        "--observe", action="store_true", help="watch only: never drive, stop or answer"
     )
     _add_serve(sub)
     _add_verbs(sub)
@@ -353,16 +362,18 @@ def _main(argv: Sequence[str] | None) -> None:
         _env_log_level()  # the agent it starts reads it: fail here, in one line
         _load_or_fail(DEMO, demo=True)
         if args.stdio or args.json:
+            if args.model:
+                fail("demo: --model is for the console and --script, not the stdio tour", 2)
             from ._tour import run_tour
 
             sys.exit(run_tour(as_json=args.json, tool_seconds=args.tool_seconds))
         from ._console import demo_main
 
-        sys.exit(demo_main(script=args.script, tool_seconds=args.tool_seconds))
+        sys.exit(demo_main(script=args.script, tool_seconds=args.tool_seconds, model=args.model))
     if args.command == "attach":
         from ._console import attach_main
 
-        sys.exit(attach_main(args.target))
+        sys.exit(attach_main(args.target, observe=args.observe))
     if not (args.agent or args.demo):
         fail(
             "stdio: one of --agent MODULE:FACTORY or --demo is required "

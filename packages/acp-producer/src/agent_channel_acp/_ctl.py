@@ -26,6 +26,7 @@ from typing import Any, NoReturn, TextIO, cast
 
 from acp import RequestError, text_block
 from acp.client.connection import ClientSideConnection
+from acp.schema import Implementation
 
 from ._discovery import Record, RuntimeDirError, live_records, runtime_dir
 from ._listen import TOKEN_KEY
@@ -92,16 +93,24 @@ def describe_error(e: RequestError) -> str:
     return f"{e} ({reason})" if reason else f"{e} (code {e.code})"
 
 
-async def open_stream(record: Record) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A byte stream to the server ``record`` names."""
+async def open_stream(
+    record: Record, reader: asyncio.StreamReader | None = None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A byte stream to the server ``record`` names, read through ``reader`` if given (the
+    console's reads a fast stream its own way)."""
     t = record.transport
+    loop = asyncio.get_running_loop()
+    reader = reader or asyncio.StreamReader(limit=1 << 24, loop=loop)
+    protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
     try:
         async with asyncio.timeout(ASK_SECONDS):
             if t["kind"] == "unix":
-                return await asyncio.open_unix_connection(t["path"], limit=1 << 24)
-            return await asyncio.open_connection(t["host"], t["port"], limit=1 << 24)
+                transport, _ = await loop.create_unix_connection(lambda: protocol, t["path"])
+            else:
+                transport, _ = await loop.create_connection(lambda: protocol, t["host"], t["port"])
     except (OSError, TimeoutError) as e:
         raise CtlError(f"cannot connect to the server at {record.where()}: {e}") from None
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
 def initialize_meta(record: Record) -> dict[str, Any]:
@@ -111,11 +120,21 @@ def initialize_meta(record: Record) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def connected(record: Record) -> AsyncIterator[Server]:
-    reader, writer = await open_stream(record)
-    conn = ClientSideConnection(_Quiet(), writer, reader)  # pyright: ignore[reportArgumentType]
+async def connected(
+    record: Record,
+    client: Any = None,
+    *,
+    name: str | None = None,
+    reader: asyncio.StreamReader | None = None,
+) -> AsyncIterator[Server]:
+    """An initialized connection to ``record``'s server and its listing. ``client`` handles
+    what the server sends (default: the verbs' quiet one), ``name`` goes in ``clientInfo``,
+    ``reader`` as for :func:`open_stream`."""
+    reader, writer = await open_stream(record, reader)
+    conn = ClientSideConnection(client or _Quiet(), writer, reader)  # pyright: ignore[reportArgumentType]
+    info = {"client_info": Implementation(name=name, version="1")} if name else {}
     try:
-        await _ask(conn.initialize(protocol_version=1, **initialize_meta(record)))
+        await _ask(conn.initialize(protocol_version=1, **info, **initialize_meta(record)))
         listed = await _ask(conn.ext_method(EXT + "list", {}))
         yield Server(record, conn, executions_of(listed))
     finally:

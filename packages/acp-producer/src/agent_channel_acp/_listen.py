@@ -17,7 +17,10 @@ reaches the protocol code.
   server sees the request. Any other request first is answered -32000
   ("Authentication required", ACP's code) and the connection stays open; a
   wrong token is answered -32000 and closed. Until it authenticates a peer may
-  send at most :data:`AUTH_BYTES` and take :data:`AUTH_SECONDS`.
+  send at most :data:`AUTH_BYTES` and take :data:`AUTH_SECONDS`. Peers still
+  waiting to authenticate are a pool of their own, at most :data:`AUTH_PENDING`
+  (a newcomer drops the oldest): any local user can reach a TCP port, and
+  connections without the token must not crowd out the one that has it.
 
 At most :data:`MAX_CONNECTIONS` connections are served at once; one more gets
 a -32603 frame saying so and is closed. No ``acp`` import here.
@@ -56,6 +59,9 @@ AUTH_BYTES = 1 << 20
 AUTH_SECONDS = 30.0
 """How long an unauthenticated TCP peer may take to present the token."""
 
+AUTH_PENDING = 32
+"""TCP peers waiting to present the token at once; not counted as served connections."""
+
 STREAM_LIMIT = 1 << 20
 """The stream reader's line buffer (longer frames are the transport's business)."""
 
@@ -64,6 +70,9 @@ _SUN_PATH_MAX = 107  # sockaddr_un.sun_path holds 108 bytes, NUL included
 
 class ListenError(RuntimeError):
     """The listener cannot start (the path is taken, not a socket, too long, ...)."""
+
+
+_CROWDED = "too many connections are waiting to present the token; this one waited longest"
 
 
 def error_frame(msg_id: object, code: int, message: str, reason: str) -> bytes:
@@ -98,6 +107,9 @@ class Listener:
         self._token = token
         self._max = max_connections
         self._conns: set[asyncio.Task[None]] = set()
+        self._waiting: dict[asyncio.Task[None], socket.socket] = {}
+        """TCP connections that have not presented the token yet, oldest first."""
+        self._refusing: set[asyncio.Task[None]] = set()
         self._accepting: asyncio.Task[None] | None = None
         self._socket_id: tuple[int, int] | None = None
         if transport["kind"] == "unix":
@@ -106,7 +118,8 @@ class Listener:
 
     @property
     def connections(self) -> int:
-        return len(self._conns)
+        """Connections served (authenticated); those still waiting for a token are not."""
+        return len(self._conns) - len(self._waiting)
 
     def start(self) -> None:
         self._accepting = asyncio.get_running_loop().create_task(self._accept_loop())
@@ -141,7 +154,7 @@ class Listener:
         while True:
             conn, _ = await loop.sock_accept(self._sock)
             conn.setblocking(False)
-            if len(self._conns) >= self._max:
+            if self.connections >= self._max:
                 log.warning("refusing a connection: %d are served already", self._max)
                 await _refuse(
                     conn,
@@ -153,9 +166,20 @@ class Listener:
                     ),
                 )
                 continue
+            if self._token is not None and len(self._waiting) >= AUTH_PENDING:
+                oldest, sock = next(iter(self._waiting.items()))
+                del self._waiting[oldest]
+                self._conns.discard(oldest)  # never served: it frees no served slot
+                oldest.cancel()
+                log.warning("dropping the oldest of %d connections without a token", AUTH_PENDING)
+                refusing = loop.create_task(_refuse(sock, _auth_required(None, _CROWDED)))
+                self._refusing.add(refusing)  # held until done (the loop keeps weak refs)
+                refusing.add_done_callback(self._refusing.discard)
             task = loop.create_task(self._serve(conn))
             self._conns.add(task)
             task.add_done_callback(self._conns.discard)
+            if self._token is not None:
+                self._waiting[task] = conn
 
     async def _serve(self, conn: socket.socket) -> None:
         try:
@@ -169,6 +193,10 @@ class Listener:
                 except TimeoutError:
                     await _refuse(conn, _auth_required(None, "no token presented in time"))
                     return
+                finally:
+                    task = asyncio.current_task()
+                    if task is not None:
+                        self._waiting.pop(task, None)
             if not ready:
                 return
             reader, writer = await _streams(conn, first)

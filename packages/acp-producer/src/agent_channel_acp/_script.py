@@ -60,6 +60,9 @@ class _Player:
                     found = check()
                     if found is not None and found is not False and found != "":
                         return found
+                    if (ended := self.state.ended) is not None:  # nothing more will come
+                        why = ended.get("error") or ended.get("stopReason") or "it finished"
+                        raise ScriptFailed(f"the execution ended before {what}: {why}")
                     self._changed.clear()
                     await self._changed.wait()
         except TimeoutError:
@@ -88,8 +91,7 @@ class _Player:
         self.say(f"the agent works on its task: {tool.title} is running")
 
         self.say(f"operator sends: {FIRST!r} (while the agent works)")
-        local = state.queued(FIRST)
-        await link.send(FIRST)
+        local = await link.post(FIRST)
         self.say("  shown as queued until the agent reads it")
 
         self.say(f"operator cancels just this tool call: {tool.title}")
@@ -116,9 +118,11 @@ class _Player:
         self.say(f"  the agent follows it: {tool.title} is running")
 
         self.say(f"operator queues a second thought: {SECOND_THOUGHT!r}")
-        local = state.queued(SECOND_THOUGHT)
-        await link.send(SECOND_THOUGHT)
-        await self.until("the message in the pending queue", lambda: local.message_id)
+        local = await link.post(SECOND_THOUGHT)
+        await self.until(
+            "the message in the pending queue",
+            lambda: local.message_id in {q.id for q in state.queue},
+        )
         self.say(f"  pending queue: {[q.text for q in state.queue]}")
         if not await link.withdraw(local.message_id):
             raise ScriptFailed("the queued message could not be withdrawn")
@@ -144,13 +148,20 @@ class _Player:
                 self.say("  " + entry.line().replace("\n", "\n    "))
 
 
-def start_server(tool_seconds: float | None) -> tuple[subprocess.Popen[str], int]:
+def start_server(
+    tool_seconds: float | None, model: str | None = None, *, quiet: bool = False
+) -> tuple[subprocess.Popen[str], int]:
+    """``serve --demo`` (with ``--model``), its stdout read up to its discovery line;
+    ``quiet``: its log is not written over the console's screen (the console shows how
+    the execution ended)."""
     env = dict(os.environ)
     if tool_seconds is not None:
         env["AGENT_CHANNEL_DEMO_TOOL_SECONDS"] = str(tool_seconds)
+    flags = ["--model", model] if model else []
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_channel_acp", "serve", "--demo", "--json"],
+        [sys.executable, "-m", "agent_channel_acp", "serve", "--demo", "--json", *flags],
         stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL if quiet else None,
         text=True,
         env=env,
     )
@@ -189,12 +200,14 @@ async def _play(pid: int, out: TextIO) -> None:
             await running
 
 
-def run_script(*, tool_seconds: float | None = None, out: TextIO | None = None) -> int:
+def run_script(
+    *, tool_seconds: float | None = None, model: str | None = None, out: TextIO | None = None
+) -> int:
     """Play the operator script against a fresh ``serve --demo``; the exit status."""
     sink = out if out is not None else sys.stdout
     sink.write("agent-channel demo: an operator drives a running agent through ACP\n\n")
     try:
-        proc, pid = start_server(tool_seconds)
+        proc, pid = start_server(tool_seconds, model)
     except ScriptFailed as e:
         sys.stderr.write(f"agent-channel-acp: demo: {e}\n")
         return 1

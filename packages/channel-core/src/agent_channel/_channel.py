@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
-from ._errors import AgentInterrupted, ChannelClosed, NotOwner
+from ._errors import AgentInterrupted, ChannelClosed, NotOwner, describe
 from ._items import Cancel, ChannelItem
 from ._loop import LoopHandle
 from ._regions import NullRegion, Region
@@ -512,10 +512,10 @@ class _Scope:
         return True
 
     def _stop(self) -> None:
-        # Directly, not from a loop callback (which would skip anyio's task-repr formatting):
-        # a callback runs a loop step later, and the consumer may leave the scope at the
-        # checkpoint it is resuming from instead of being stopped there.
-        self._cs.cancel()
+        # Directly, not from a loop callback: a callback runs a loop step later, and the
+        # consumer may leave the scope at the checkpoint it is resuming from instead of
+        # being stopped there. The loop's cancel skips anyio naming the calling task.
+        self._channel._loop.cancel(self._cs)
 
     def __enter__(self) -> None:
         ch = self._channel
@@ -565,7 +565,7 @@ def _ended_by(exc: BaseException) -> TurnEnded:
 
     if isinstance(exc, anyio.get_cancelled_exc_class()):
         return TurnEnded(error="cancelled")
-    return TurnEnded(error=f"{type(exc).__name__}: {exc}")
+    return TurnEnded(error=describe(exc))
 
 
 def _nothing() -> None:

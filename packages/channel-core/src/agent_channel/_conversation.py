@@ -16,6 +16,7 @@ from typing import Literal
 import anyio
 
 from ._channel import AgentChannel
+from ._errors import describe
 from ._events import (
     MessageAppended,
     ModelCallFinished,
@@ -176,7 +177,7 @@ class ModelCall:
             if isinstance(exc, anyio.get_cancelled_exc_class()):
                 event = ModelCallFinished(call_id=self.call_id, cancelled=True)
             else:
-                event = ModelCallFinished(call_id=self.call_id, error=_describe(exc))
+                event = ModelCallFinished(call_id=self.call_id, error=describe(exc))
             self._conv.channel.publish(event)
 
     def _delta(self, kind: str, text: str) -> None:
@@ -242,7 +243,7 @@ class ToolRun:
         if isinstance(exc, anyio.get_cancelled_exc_class()):
             self._report("cancelled", "", None)
         else:
-            self._report("failed", "", _describe(exc))
+            self._report("failed", "", describe(exc))
 
     def _end(self, content: str, error: str | None) -> ChatMessageTool:
         if self._done:
@@ -268,7 +269,3 @@ class ToolRun:
                     error=error,
                 )
             )
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"

@@ -27,3 +27,8 @@ class ChannelClosed(RuntimeError):
 
 class NotOwner(RuntimeError):
     """A consumer-side call came from a task that does not own the channel."""
+
+
+def describe(exc: BaseException) -> str:
+    """How an event names the exception that ended a turn or a call: ``"ValueError: ..."``."""
+    return f"{type(exc).__name__}: {exc}"

@@ -6,8 +6,8 @@ message in an event holds a snapshot it cannot change under the consumer.
 
 from __future__ import annotations
 
+from os import urandom
 from typing import Annotated, Literal
-from uuid import uuid4
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,8 +16,12 @@ from ._frozen import FrozenJsonObject, freeze
 
 
 def new_id() -> str:
-    """A short random identifier."""
-    return uuid4().hex[:16]
+    """A short random identifier: 16 hex digits from the OS's random source.
+
+    As random as ``uuid4().hex[:16]`` was (64 bits, not 60: no version digit), without
+    building a UUID, at a quarter of the cost: every item and message gets one.
+    """
+    return urandom(8).hex()
 
 
 _NO_ARGUMENTS = freeze({})

@@ -58,7 +58,7 @@ class Region:
     def _stop(self) -> None:
         # Runs on the consumer's loop. After the exit it is a no-op (a cancel scope
         # that has exited cancels nothing), and ``cancelled`` was already set.
-        self._cs.cancel()
+        self._channel._loop.cancel(self._cs)
 
 
 class NullRegion:

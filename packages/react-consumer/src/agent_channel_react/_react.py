@@ -206,6 +206,16 @@ class _Run:
     # -- the loop ------------------------------------------------------------------
 
     async def run(self) -> AgentState:
+        try:
+            return await self.loop()
+        except anyio.get_cancelled_exc_class():
+            # Outer cancellation (a time limit, a task group shutting down) ends the run
+            # where it stands, but the calls it cut off still get one result each, so the
+            # caller's state and the published conversation stay well-formed (issue 10).
+            self.repair("system")
+            raise
+
+    async def loop(self) -> AgentState:
         agent, state, ch = self.agent, self.state, self.ch
         messages = state.messages
         if agent.system is not None and not (

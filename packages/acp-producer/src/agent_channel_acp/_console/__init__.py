@@ -20,8 +20,9 @@ def _have_textual() -> bool:
     return True
 
 
-def attach_main(target: str | None) -> int:
-    """``agent-channel-acp attach [TARGET]``: the console, or one line saying how to get it."""
+def attach_main(target: str | None, *, observe: bool = False) -> int:
+    """``agent-channel-acp attach [--observe] [TARGET]``: the console, or one line saying how
+    to get it."""
     if not _have_textual():
         sys.stderr.write(f"agent-channel-acp: attach: {INSTALL_HINT}\n")
         return 1
@@ -36,25 +37,25 @@ def attach_main(target: str | None) -> int:
     except LinkError as e:
         sys.stderr.write(f"agent-channel-acp: attach: {e}\n")
         return 1
-    return run_console(target)
+    return run_console(target, observe=observe)
 
 
-def demo_main(*, script: bool, tool_seconds: float | None) -> int:
+def demo_main(*, script: bool, tool_seconds: float | None, model: str | None = None) -> int:
     """``agent-channel-acp demo``: ``serve --demo`` with the console on it in a terminal;
     the operator script (a transcript, exit 0) with ``--script`` or when stdout is no
     terminal, or when Textual is missing (said in one line)."""
     from .._script import run_script
 
     if script or not (sys.stdout.isatty() and sys.stdin.isatty()):
-        return run_script(tool_seconds=tool_seconds)
+        return run_script(tool_seconds=tool_seconds, model=model)
     if not _have_textual():
         sys.stderr.write(f"agent-channel-acp: demo: {INSTALL_HINT}; playing the script instead\n")
-        return run_script(tool_seconds=tool_seconds)
+        return run_script(tool_seconds=tool_seconds, model=model)
     from .._script import ScriptFailed, start_server, stop_server
     from ._app import Console
 
     try:
-        proc, pid = start_server(tool_seconds)
+        proc, pid = start_server(tool_seconds, model, quiet=True)
     except ScriptFailed as e:
         sys.stderr.write(f"agent-channel-acp: demo: {e}\n")
         return 1

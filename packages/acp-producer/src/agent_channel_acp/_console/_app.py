@@ -8,6 +8,7 @@ bounded work per frame and the link never waits on it.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, ClassVar
 
 from textual.app import App, ComposeResult
@@ -29,11 +30,14 @@ from ._widgets import (
     target_label,
 )
 
-FRAME = 1 / 20
+FRAME = 1 / 10
 """Seconds between two redraws (changes in between coalesce)."""
+CATCH_UP = 0.5
+"""While the link is behind the stream, redraws wait up to this long (it reads meanwhile)."""
 
 _READY = "Message the agent; Enter sends (it reads it at its next step)"
 _REDIRECT = "The agent stopped and waits for you: type a redirect and press Enter"
+_OBSERVING = "Observing only (attach --observe): this console cannot send, stop or answer"
 
 
 class Console(App[None]):
@@ -71,16 +75,19 @@ class Console(App[None]):
         Binding("ctrl+q", "quit", "quit", priority=True),
     ]
 
-    def __init__(self, *, target: str | None = None, pid: int | None = None) -> None:
+    def __init__(
+        self, *, target: str | None = None, pid: int | None = None, observe: bool = False
+    ) -> None:
         super().__init__()
         self.state = State()
-        self.link = Link(self.state, target=target, pid=pid, choose=self._choose)
+        self.link = Link(self.state, target=target, pid=pid, choose=self._choose, observe=observe)
         self.link.on_change = self._mark
         self.selected_tool: str | None = None
         self._views: dict[str, EntryView | ReasoningView] = {}
         self._dirty = True
         self._shown: dict[str, str] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._drawn = 0.0
         self.frames = 0
         """Redraws so far (tests and the benchmark wait on them)."""
 
@@ -107,6 +114,10 @@ class Console(App[None]):
     def _draw(self) -> None:
         if not self._dirty:
             return
+        now = time.monotonic()
+        if self.link.behind() and now - self._drawn < CATCH_UP:
+            return  # a frame costs more than the reads it would delay: catch up first
+        self._drawn = now
         self._dirty = False
         state = self.state
         log = self.query_one("#log", VerticalScroll)
@@ -133,6 +144,9 @@ class Console(App[None]):
             for view in fresh:
                 view.refresh_entry(selected=view.entry.key == self.selected_tool)
         self._select_default()
+        if state.role == "observer" and self._shown.get("role") != "observer":
+            self._shown["role"] = "observer"
+            self.query_one("#input", Input).placeholder = _OBSERVING
         self._put("#header", header_markup(state))
         self._put("#queue", queue_markup(state))
         if self._put("#approval", approval_markup(state.approval)):
@@ -161,6 +175,13 @@ class Console(App[None]):
             if view is not None:
                 view.refresh_entry(selected=key == self.selected_tool)
 
+    def _observing(self) -> bool:
+        """An observer's keys do nothing on the server (A14): say so instead of trying."""
+        if self.state.role != "observer":
+            return False
+        self.note("observing only: attach without --observe to drive")
+        return True
+
     def note(self, text: str) -> None:
         self.state.note(text)
         self._mark()
@@ -183,22 +204,16 @@ class Console(App[None]):
         if not text:
             return
         event.input.value = ""
+        if self._observing():
+            return
         event.input.placeholder = _READY
-        entry = self.state.queued(text)
-        self._mark()
-
-        async def send() -> None:
-            try:
-                await self.link.send(text)
-            except LinkError:
-                self.state.drop(entry.key)
-                raise
-
-        self._spawn(send())
+        self._spawn(self.link.post(text))
 
     def action_interrupt(self) -> None:
         if isinstance(self.screen, Picker):
             self.screen.dismiss(None)
+            return
+        if self._observing():
             return
         inp = self.query_one("#input", Input)
         inp.placeholder = _REDIRECT
@@ -206,6 +221,8 @@ class Console(App[None]):
         self._spawn(self.link.cancel())
 
     def action_cancel_tool(self) -> None:
+        if self._observing():
+            return
         key = self.selected_tool
         if key is None:
             self.note("no tool call is running")
@@ -231,6 +248,8 @@ class Console(App[None]):
                 view.refresh_entry(selected=key == self.selected_tool)
 
     def action_withdraw(self) -> None:
+        if self._observing():
+            return
         mine = self.state.mine_queued()
         if not mine:
             self.note("nothing of yours is waiting in the queue")
@@ -282,7 +301,7 @@ class Console(App[None]):
         return targets[index]
 
 
-def run_console(target: str | None) -> int:
+def run_console(target: str | None, *, observe: bool = False) -> int:
     """Run the console in this terminal; the exit status."""
-    Console(target=target).run()
+    Console(target=target, observe=observe).run()
     return 0

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import logging
 import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import uuid4
@@ -25,26 +28,26 @@ from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AllowedOutcome,
     DeniedOutcome,
-    Implementation,
     PermissionOption,
     RequestPermissionResponse,
     ToolCallUpdate,
 )
 
-from .._ctl import (
-    EXT,
-    ask_within,
-    exec_id,
-    executions_of,
-    initialize_meta,
-    open_stream,
-)
+from .._ctl import EXT, CtlError, ask_within, connected, exec_id
 from .._discovery import Record, RuntimeDirError, live_records, runtime_dir
-from ._state import State
+from ._state import Entry, State
 
+log = logging.getLogger(__name__)
+READ_SLICE = 0.005
+"""Seconds the link may read the socket without letting the console's loop run."""
+BEHIND = 64 * 1024
+"""Bytes waiting to be folded past which the link counts as behind (see :meth:`Link.behind`)."""
 BACKOFF = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
 """Seconds between reconnect attempts (the last repeats)."""
 ASK_SECONDS = 10.0
+OBSERVE = "agent_channel.observe"
+MESSAGE_ID = "agent_channel.messageId"
+"""The prompt response's ``_meta`` key naming the queued message (A7)."""
 
 Target = tuple[Record, dict[str, Any]]
 Chooser = Callable[[list[Target]], Awaitable[Target | None]]
@@ -61,21 +64,55 @@ def _dump(update: Any) -> dict[str, Any]:
     return update.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+class _Reader(asyncio.StreamReader):
+    """The link's socket reader: folds the stream itself and lets the event loop run.
+
+    The SDK reads a line at a time and never yields while the buffer holds one, so a fast
+    stream starved the console's screen (two frames a second under 5,000 chunks a
+    second); and for each notification it validates a model and starts a task, which cost
+    more than the fold. So ``session/update`` and ``_agent_channel/*`` notifications are
+    folded here, in wire order, straight from their JSON, and only the rest (responses,
+    requests) goes on to the SDK. After :data:`READ_SLICE` of reading the loop runs."""
+
+    def __init__(self, link: Link) -> None:
+        super().__init__(limit=1 << 24)
+        self._link = link
+        self._since = 0.0
+
+    async def _turn(self) -> None:
+        if (now := time.monotonic()) - self._since >= READ_SLICE:
+            self._since = now
+            await asyncio.sleep(0)
+
+    async def readuntil(self, separator: Any = b"\n") -> bytes:
+        while True:
+            await self._turn()
+            line = await super().readuntil(separator)
+            if not self._link.fold(line):
+                return line
+
+    async def readexactly(self, n: int) -> bytes:
+        await self._turn()
+        return await super().readexactly(n)
+
+    @property
+    def backlog(self) -> int:
+        """Bytes received and not folded yet."""
+        return len(self._buffer)  # pyright: ignore[reportAttributeAccessIssue, reportUnknownArgumentType, reportUnknownMemberType]
+
+
 class _Handler:
-    """The client side's handler: updates into the state, permission requests to the UI."""
+    """The client side's handler: permission requests to the UI (the stream is folded by
+    :class:`_Reader` before the SDK sees it)."""
 
     def __init__(self, link: Link) -> None:
         self._link = link
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        if session_id == self._link.session_id:
-            self._link.state.update(_dump(update))
-            self._link.changed()
+        return None
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
-        if params.get("sessionId") == self._link.session_id:
-            self._link.state.notification(method, params)
-            self._link.changed()
+        return None
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         raise RequestError.method_not_found(f"_{method}")
@@ -119,6 +156,7 @@ class Link:
         pid: int | None = None,
         choose: Chooser | None = None,
         on_change: Callable[[], None] | None = None,
+        observe: bool = False,
     ) -> None:
         self.state = state
         self.target = target
@@ -126,19 +164,57 @@ class Link:
         """Only this serving process's executions (the demo watches the server it started)."""
         self.choose = choose
         self.on_change = on_change
+        self._observe: dict[str, Any] = {OBSERVE: True} if observe else {}
+        """``session/load`` ``_meta``: bind as an observer, never the driver (A4, A14)."""
         self.session_id: str | None = None
         self.name = f"console-{uuid4().hex[:6]}"
         state.client_name = self.name
         self._conn: ClientSideConnection | None = None
+        self._reader: _Reader | None = None
         self._answer: asyncio.Future[str | None] | None = None
         self.bound = asyncio.Event()
         """Set while bound to an execution (cleared while reconnecting)."""
         self.attempts = 0
         """Connections made (a test can wait for a reconnect)."""
 
+    def behind(self) -> bool:
+        """More than :data:`BEHIND` bytes wait to be folded: the UI should let it read."""
+        reader = self._reader
+        return reader is not None and reader.backlog > BEHIND
+
     def changed(self) -> None:
         if self.on_change is not None:
             self.on_change()
+
+    def fold(self, line: bytes) -> bool:
+        """Fold ``line`` if it is a notification of the stream; False: the SDK's to read."""
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(message, dict) or "id" in message:  # a request or a response
+            return False
+        method: Any = message.get("method")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        params: Any = message.get("params")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if not isinstance(params, dict):
+            return False
+        p: dict[str, Any] = params  # pyright: ignore[reportUnknownVariableType]
+        ours = p.get("sessionId") == self.session_id
+        try:
+            if method == "session/update":
+                if ours and isinstance(p.get("update"), dict):
+                    self.state.update(p["update"])
+                    self.changed()
+                return True
+            if isinstance(method, str) and method.startswith("_" + EXT):
+                if ours:
+                    self.state.notification(method, p)
+                    self.changed()
+                return True
+        except Exception:  # a shape the fold does not know: skipped, the stream goes on
+            log.debug("console: could not fold a %s", method, exc_info=True)
+            return True
+        return False
 
     # -- the connection's life ---------------------------------------------------------
 
@@ -156,6 +232,7 @@ class Link:
                 why = f"connection lost: {e}"
             self.bound.clear()
             self._conn = None
+            self._reader = None
             if self._answer is not None and not self._answer.done():
                 self._answer.cancel()
             delay = BACKOFF[min(failures, len(BACKOFF) - 1)]
@@ -165,40 +242,34 @@ class Link:
             await asyncio.sleep(delay)
 
     async def _session(self) -> None:
-        target = await self._find()
-        record, execution = target
-        reader, writer = await _connect(record)
-        conn = ClientSideConnection(_Handler(self), writer, reader, listening=False)  # pyright: ignore[reportArgumentType]
-        receiving = asyncio.ensure_future(conn._conn.main_loop())  # pyright: ignore[reportPrivateUsage]
+        record, execution = await self._find()
         try:
-            await self._ask(
-                conn.initialize(
-                    protocol_version=1,
-                    client_info=Implementation(name=self.name, version="1"),
-                    **initialize_meta(record),
+            self._reader = _Reader(self)
+            async with connected(
+                record, _Handler(self), name=self.name, reader=self._reader
+            ) as server:
+                conn = server.conn
+                receiving: asyncio.Task[Any] = conn._conn._recv_task  # pyright: ignore[reportPrivateUsage, reportAssignmentType]
+                session_id = exec_id(execution)
+                self.state.reset()
+                self.state.execution_id = session_id
+                self.state.title = str(execution.get("title") or "")
+                self.session_id = session_id
+                self._conn = conn
+                await self._ask(
+                    conn.load_session(
+                        cwd=os.getcwd(), session_id=session_id, mcp_servers=[], **self._observe
+                    )
                 )
-            )
-            session_id = exec_id(execution)
-            self.state.reset()
-            self.state.execution_id = session_id
-            self.state.title = str(execution.get("title") or "")
-            self.session_id = session_id
-            self._conn = conn
-            await self._ask(
-                conn.load_session(cwd=os.getcwd(), session_id=session_id, mcp_servers=[])
-            )
-            self.attempts += 1
-            self.state.connection = "connected"
-            self.bound.set()
-            self.changed()
-            # Not ``await receiving``: the SDK's loop swallows a cancel, which would turn ours
-            # into "the server went away" and a reconnect.
-            await asyncio.wait({receiving})
-        finally:
-            receiving.cancel()
-            with contextlib.suppress(Exception):
-                await conn.close()
-            writer.close()
+                self.attempts += 1
+                self.state.connection = "connected"
+                self.bound.set()
+                self.changed()
+                # Not ``await receiving``: the SDK's loop swallows a cancel, which would turn
+                # ours into "the server went away" and a reconnect.
+                await asyncio.wait({receiving})
+        except CtlError as e:
+            raise LinkError(str(e)) from None
 
     async def probe(self) -> None:
         """Raise :class:`LinkError` now if no server runs or the target matches nothing
@@ -267,10 +338,27 @@ class Link:
             raise LinkError("not connected")
         return self._conn, self.session_id
 
-    async def send(self, text: str) -> None:
-        """Post an operator message (A7: answered at once; read at the next boundary)."""
+    async def send(self, text: str) -> str:
+        """Post an operator message (A7: answered at once; read at the next boundary); the
+        id the server queued it under ("" from a server that does not say)."""
         conn, session_id = self._bound()
-        await self._ask(conn.prompt(session_id=session_id, prompt=[text_block(text)]))
+        answer = await self._ask(conn.prompt(session_id=session_id, prompt=[text_block(text)]))
+        return str((answer.field_meta or {}).get(MESSAGE_ID) or "")
+
+    async def post(self, text: str) -> Entry:
+        """Send ``text`` and show it as queued at once, linked to the server's id for it so
+        its echo or a withdraw settles exactly this line; dropped again if the send fails."""
+        entry = self.state.queued(text)
+        self.changed()
+        try:
+            message_id = await self.send(text)
+        except LinkError:
+            self.state.drop(entry.key)
+            self.changed()
+            raise
+        self.state.sent(entry, message_id)
+        self.changed()
+        return entry
 
     async def cancel(self) -> None:
         """``session/cancel``: interrupt the current turn."""
@@ -291,13 +379,21 @@ class Link:
 
     async def withdraw(self, message_id: str) -> bool:
         conn, session_id = self._bound()
-        answer = await self._ask(
-            conn.ext_method(EXT + "withdraw", {"sessionId": session_id, "messageId": message_id})
-        )
+        self.state.withdrawing.add(message_id)
+        try:
+            answer = await self._ask(
+                conn.ext_method(
+                    EXT + "withdraw", {"sessionId": session_id, "messageId": message_id}
+                )
+            )
+        finally:
+            self.state.withdrawing.discard(message_id)
         done = bool(answer.get("withdrawn"))
         if done:
             self.state.withdrawn(message_id)
-            self.changed()
+        else:
+            self.state.not_withdrawn(message_id)
+        self.changed()
         return done
 
     async def end(self, reason: str | None = None) -> None:
@@ -315,34 +411,10 @@ class Link:
         return True
 
 
-async def _connect(record: Record) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    from .._ctl import CtlError
-
-    try:
-        return await open_stream(record)
-    except CtlError as e:
-        raise LinkError(str(e)) from None
-
-
 async def list_executions(record: Record) -> list[dict[str, Any]]:
     """``_agent_channel/list`` (A24) on one server, on a connection of its own."""
-    reader, writer = await _connect(record)
-    conn = ClientSideConnection(_Lister(), writer, reader)  # pyright: ignore[reportArgumentType]
     try:
-        async with asyncio.timeout(ASK_SECONDS):
-            await conn.initialize(protocol_version=1, **initialize_meta(record))
-            return executions_of(await conn.ext_method(EXT + "list", {}))
-    except (TimeoutError, RequestError, ConnectionError) as e:
+        async with connected(record) as server:
+            return server.executions
+    except CtlError as e:
         raise LinkError(f"the server at {record.where()} did not list: {e}") from None
-    finally:
-        with contextlib.suppress(Exception):
-            await conn.close()
-        writer.close()
-
-
-class _Lister:
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        return None
-
-    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
-        return None

@@ -23,6 +23,8 @@ MAX_ENTRIES = 2000
 """Entries kept (messages, cards, notes); the oldest are dropped past this."""
 MAX_TEXT = 20_000
 """Characters kept of one entry's text (its tail: where the stream is)."""
+MAX_LEFT = 256
+"""Our message ids remembered after they left the queue."""
 
 TOOL_LABELS = {
     "pending": "pending",
@@ -50,7 +52,7 @@ class Entry:
     args: Any = None
     result: str = ""
     message_id: str = ""
-    """A queued entry: the server's id of the message once the queue listed it."""
+    """A queued entry: the server's id of the message (the prompt response names it)."""
 
     def add_text(self, text: str) -> None:
         joined = self.text + text
@@ -83,6 +85,12 @@ def _compact(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError):
         text = str(value)
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def _quote(text: str) -> str:
+    """A message as a note quotes it: its head, at most 200 characters."""
+    text = text.strip()
     return text if len(text) <= 200 else text[:199] + "…"
 
 
@@ -135,6 +143,11 @@ class State:
     """The picker's targets, when the server asked us to choose."""
     _counter: int = 0
     _vanished: set[str] = field(default_factory=set[str])
+    withdrawing: set[str] = field(default_factory=set[str])
+    """Ids this console asked to withdraw (the answer, not the queue, settles them)."""
+    _left: OrderedDict[str, str] = field(default_factory=OrderedDict[str, str])
+    """Our message ids that left the queue (``read`` or ``withdrawn``), newest last, at
+    most :data:`MAX_LEFT`: an id the prompt response brings late is settled from here."""
 
     # -- the indicator ---------------------------------------------------------------
 
@@ -172,6 +185,7 @@ class State:
         self.turn = ""
         self.role = ""
         self._vanished.clear()
+        self._left.clear()
 
     def note(self, text: str) -> Entry:
         self._counter += 1
@@ -182,16 +196,35 @@ class State:
         self._counter += 1
         return self._put(Entry(f"queued:{self._counter}", "queued", text))
 
+    def sent(self, entry: Entry, message_id: str) -> None:
+        """The server queued our message under ``message_id`` (the prompt response)."""
+        entry.message_id = message_id
+        how = self._left.get(message_id)
+        if how is not None and entry.key in self.entries:  # the queue moved on already
+            self.drop(entry.key)
+            if how == "withdrawn":
+                self.note(f"withdrawn elsewhere: {_quote(entry.text)}")
+
+    def not_withdrawn(self, message_id: str) -> None:
+        """A withdraw came too late: if the message left the queue, the agent read it."""
+        if message_id in self._vanished or message_id not in {q.id for q in self.queue}:
+            self._vanished.discard(message_id)
+            self._leave(message_id, "read")
+            for entry in list(self.entries.values()):
+                if entry.kind == "queued" and entry.message_id == message_id:
+                    self.drop(entry.key)
+
     def drop(self, key: str) -> None:
         if self.entries.pop(key, None) is not None:
             self.removed.append(key)
 
     def withdrawn(self, message_id: str) -> None:
         """The server confirmed a withdraw: the local queued entry goes, a note says so."""
+        self._leave(message_id, "withdrawn")
         for entry in list(self.entries.values()):
             if entry.kind == "queued" and entry.message_id == message_id:
                 self.drop(entry.key)
-                self.note(f"withdrawn before the agent read it: {entry.text.strip()}")
+                self.note(f"withdrawn before the agent read it: {_quote(entry.text)}")
                 return
         self.note("withdrew a queued message")
 
@@ -201,10 +234,9 @@ class State:
         """Fold one ``session/update`` payload."""
         kind = update.get("sessionUpdate")
         meta: dict[str, Any] = update.get("_meta") or {}
-        if kind == "user_message_chunk":
-            self._settle_vanished(echo=_text_of(update.get("content")))
-        else:
-            self._settle_vanished(echo=None)
+        self._settle_vanished(
+            read=kind == "user_message_chunk" and meta.get(f"{META}source") == "operator"
+        )
         if kind in ("agent_message_chunk", "agent_thought_chunk"):
             if f"{META}bound" in meta:
                 bound = meta[f"{META}bound"]
@@ -230,8 +262,6 @@ class State:
             source = meta.get(f"{META}source")
             which = "system" if role == "system" else "operator" if source == "operator" else "user"
             text = _text_of(update.get("content"))
-            if which == "operator":
-                self._replace_queued(text)
             self._append(f"msg:{update.get('messageId') or ''}:{which}", which, text)
         elif kind == "tool_call":
             entry = self._tool(str(update.get("toolCallId")))
@@ -324,33 +354,29 @@ class State:
             if isinstance(q, dict)
         ]
         now = {q.id for q in self.queue if q.mine}
-        waiting = [e for e in self.entries.values() if e.kind == "queued" and not e.message_id]
-        for q in self.queue:  # link our new queue entries to our local ones, in order
-            if q.mine and q.id not in before:
-                match = next((e for e in waiting if e.text == q.text), None)
-                if match is not None:
-                    match.message_id = q.id
-                    waiting.remove(match)
         self._vanished |= before - now
 
-    def _replace_queued(self, echo: str) -> None:
-        for entry in list(self.entries.values()):
-            if entry.kind == "queued" and entry.text.strip() and entry.text.strip() in echo:
-                self.drop(entry.key)
+    def _leave(self, message_id: str, how: str) -> None:
+        self._left[message_id] = how
+        while len(self._left) > MAX_LEFT:
+            self._left.popitem(last=False)
 
-    def _settle_vanished(self, echo: str | None) -> None:
-        """Our queued messages that left the queue: folded in (an echo follows at once) or
-        withdrawn by someone else (anything else follows)."""
-        if not self._vanished:
+    def _settle_vanished(self, *, read: bool) -> None:
+        """Our queued messages that left the queue: folded in (the operator echo follows at
+        once) or withdrawn by someone else (anything else follows). Matched by id, never by
+        text: two identical messages are two entries."""
+        gone = self._vanished - self.withdrawing
+        self._vanished &= self.withdrawing  # settled by the withdraw's answer
+        if not gone:
             return
-        gone = self._vanished
-        self._vanished = set()
-        if echo is not None:
-            return  # the echo replaces them (see _replace_queued)
+        how = "read" if read else "withdrawn"
+        for message_id in gone:
+            self._leave(message_id, how)
         for entry in list(self.entries.values()):
             if entry.kind == "queued" and entry.message_id in gone:
-                self.drop(entry.key)
-                self.note(f"withdrawn elsewhere: {entry.text.strip()}")
+                self.drop(entry.key)  # the echo shows it now, or a note says where it went
+                if how == "withdrawn":
+                    self.note(f"withdrawn elsewhere: {_quote(entry.text)}")
 
 
 def ended_text(params: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ _WHO = {
     "queued": "[b $warning]queued[/] ▸ ",
     "note": "[i $secondary]— ",
 }
-SHOWN_TEXT = 3000
+SHOWN_TEXT = 1500
 """Characters of one message drawn (its tail); the fold keeps more (``MAX_TEXT``)."""
 _STATUS_STYLE = {
     "pending": "$warning",
@@ -63,7 +63,11 @@ def entry_markup(entry: Entry, *, selected: bool = False) -> str:
 
 
 class EntryView(Static):
-    """A message, a note or a tool card; redrawn from its entry when it changes."""
+    """A message, a note or a tool card; redrawn from its entry when it changes.
+
+    A streaming message changes every frame but its height only every few lines, and a
+    layout (every widget's) cost more than the rest of a frame: so a redraw repaints this
+    widget alone unless the new text needs a different height."""
 
     def __init__(self, entry: Entry) -> None:
         super().__init__(classes=f"entry {entry.kind}")
@@ -75,7 +79,10 @@ class EntryView(Static):
             for status in _STATUS_STYLE:
                 self.set_class(self.entry.status == status, f"status-{status}")
             self.set_class(selected, "selected")
-        self.update(entry_markup(self.entry, selected=selected))
+        width, height = self.size
+        self.update(entry_markup(self.entry, selected=selected), layout=False)
+        if not width or self.visual.get_height(self.styles, width) != height:  # pyright: ignore[reportArgumentType]
+            self.refresh(layout=True)  # a layout is the whole screen's: only when it grew
 
 
 class ReasoningView(Collapsible):
