@@ -1,6 +1,7 @@
 """Attach mode: what attached clients cost the agent, and how fast an attach starts streaming.
 
     uv run python benchmarks/attach_clients.py [--turns 300] [--reps 3] [--attaches 200]
+                                               [--baseline-src DIR]
 
 Each measurement starts an attach server as a subprocess (this file with ``--serve``) and
 drives it over its unix socket with raw JSON-RPC clients in this process (they read and
@@ -19,7 +20,12 @@ discard everything, so the client side costs as little as it can):
   done) and to the first live event after it; p50 and p99, and the ratio of each to an
   ``initialize`` round trip on the same connection (target: p99 <= 50 ms).
 
-Prints one JSON object. Not run in CI.
+``--baseline-src DIR`` runs every throughput measurement a second time with ``DIR`` first
+on the server's ``PYTHONPATH`` (another version of ``agent_channel_acp``, e.g. ``git
+archive`` of an older commit's ``packages/acp-producer/src``), interleaved with this one,
+and reports both side by side.
+
+Prints readable lines, then one JSON object. Not run in CI.
 """
 
 from __future__ import annotations
@@ -125,7 +131,12 @@ class Served:
         self.proc, self.path, self.execution = proc, path, execution
 
     @classmethod
-    async def start(cls, kind: str, turns: int = 0, clients: int = 0) -> Served:
+    async def start(
+        cls, kind: str, turns: int = 0, clients: int = 0, src: str | None = None
+    ) -> Served:
+        env = {**os.environ, "AGENT_CHANNEL_ACP_LOG": "ERROR"}
+        if src:
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             __file__,
@@ -135,7 +146,8 @@ class Served:
             str(clients),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            env={**os.environ, "AGENT_CHANNEL_ACP_LOG": "ERROR"},
+            stderr=asyncio.subprocess.DEVNULL,  # teardown noise of a cut connection
+            env=env,
         )
         assert proc.stdout is not None
         line = (await proc.stdout.readline()).decode().split()
@@ -168,8 +180,8 @@ async def discard(reader: asyncio.StreamReader) -> None:
         pass
 
 
-async def throughput_once(turns: int, clients: int) -> tuple[float, float]:
-    served = await Served.start("throughput", turns, clients)
+async def throughput_once(turns: int, clients: int, src: str | None) -> tuple[float, float]:
+    served = await Served.start("throughput", turns, clients, src)
     readers = [await bind(served.path, served.execution) for _ in range(clients)]
     drains = [asyncio.ensure_future(discard(r)) for r, _ in readers]
     assert served.proc.stdout is not None
@@ -217,17 +229,10 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def main(args: argparse.Namespace) -> dict[str, Any]:
-    rates: dict[int, list[float]] = {k: [] for k in COUNTS}
-    cpus: dict[int, list[float]] = {k: [] for k in COUNTS}
-    for _ in range(args.reps):
-        for k in COUNTS:
-            rate, cpu = await throughput_once(args.turns, k)
-            rates[k].append(rate)
-            cpus[k].append(cpu)
+def _table(rates: dict[int, list[float]], cpus: dict[int, list[float]]) -> dict[str, Any]:
     base = statistics.median(rates[0])
     base_cpu = statistics.median(cpus[0])
-    throughput = {
+    return {
         str(k): {
             "turns_per_s": round(statistics.median(v), 1),
             "ratio_to_0": round(statistics.median(v) / base, 3),
@@ -236,6 +241,21 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         }
         for k, v in rates.items()
     }
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    versions: dict[str, str | None] = {"this": None}
+    if args.baseline_src:
+        versions["baseline"] = args.baseline_src
+    rates = {v: {k: list[float]() for k in COUNTS} for v in versions}
+    cpus = {v: {k: list[float]() for k in COUNTS} for v in versions}
+    for _ in range(args.reps):
+        for k in COUNTS:
+            for name, src in versions.items():  # interleaved: noise hits every version
+                rate, cpu = await throughput_once(args.turns, k, src)
+                rates[name][k].append(rate)
+                cpus[name][k].append(cpu)
+    throughput = {name: _table(rates[name], cpus[name]) for name in versions}
     served = await Served.start("stream")
     samples = [await attach_once(served) for _ in range(args.attaches)]
     await served.stop()
@@ -249,12 +269,32 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     return {"turns": args.turns, "reps": args.reps, "throughput": throughput, "attach": attach}
 
 
+def report(result: dict[str, Any]) -> None:
+    print(f"turn throughput, zero-latency scripted model, {result['turns']} turns, median of")
+    print(f"{result['reps']} (ratio to 0 clients; server CPU ms a turn):")
+    for name, table in result["throughput"].items():
+        cells = "  ".join(
+            f"{k}: {row['ratio_to_0']:.2f} ({row['server_cpu_ms_per_turn']:.2f} ms)"
+            for k, row in table.items()
+        )
+        print(f"  {name:>8}  {cells}   [0 clients: {table['0']['turns_per_s']} turns/s]")
+    a = result["attach"]
+    print(
+        f"attach with a 100-event replay: to first live p50 {a['to_first_live_ms_p50']} ms,"
+        f" p99 {a['to_first_live_ms_p99']} ms"
+        f" (initialize round trip {a['initialize_rtt_ms_p50']} ms)"
+    )
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--serve":
         asyncio.run(serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
         os._exit(0)
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--attaches", type=int, default=200)
-    print(json.dumps(asyncio.run(main(parser.parse_args())), indent=2))
+    parser.add_argument("--baseline-src", help="another agent_channel_acp to compare with")
+    result = asyncio.run(main(parser.parse_args()))
+    report(result)
+    print(json.dumps(result, indent=2))

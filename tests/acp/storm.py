@@ -60,8 +60,16 @@ class Driver:
     rng: random.Random
     sent: list[str] = field(default_factory=list[str])
     withdrawn: set[str] = field(default_factory=set[str])
+    ids: dict[str, str] = field(default_factory=dict[str, str])
+    """Message id (from the prompt's answer) -> token, in the order sent."""
     responses: int = 0
     tally: Tally = field(default_factory=Tally)
+
+    def known(self, message_id: str, token: str) -> bool:
+        """A queued message of mine carries the id its prompt returned; others' are theirs."""
+        if not token.startswith(f"m{self.index}-"):
+            return True
+        return self.ids.get(message_id) == token
 
     def moment(self) -> str:
         """Where the agent is, as this client's stream shows it (the stream may lag)."""
@@ -94,7 +102,8 @@ class Driver:
             self.sent.append(token)
             text = f"{token} {rng.choice(KINDS)}".strip()
             answer = await c.prompt(sid, text)
-            assert answer == {"stopReason": "end_turn"}, answer  # A7: acknowledged at once
+            assert answer["stopReason"] == "end_turn", answer  # A7: acknowledged at once
+            self.ids[answer["_meta"]["agent_channel.messageId"]] = token
             self.responses += 1
             self.tally.actions["prompt"] += 1
         elif roll < 0.7:
@@ -102,13 +111,15 @@ class Driver:
             self.tally.actions["cancel"] += 1
         elif roll < 0.85:
             queue = (await c.ext("queue", sessionId=sid))["messages"]
-            mine = [q for q in queue if q["text"].startswith(f"m{self.index}-")]
-            if mine:
-                q = rng.choice(mine)
-                if (await c.ext("withdraw", sessionId=sid, messageId=q["id"]))["withdrawn"]:
-                    found = TOKEN.search(q["text"])
-                    assert found is not None
-                    self.withdrawn.add(found.group(0))
+            for q in queue:  # the queue names each message by the id its prompt returned
+                found = TOKEN.search(q["text"])
+                assert found is not None and self.known(q["id"], found.group(0)), q
+            # one of my latest, queued or (a race) already folded: withdrawn only if queued
+            recent = list(self.ids)[-3:]
+            if recent:
+                message_id = rng.choice(recent)
+                if (await c.ext("withdraw", sessionId=sid, messageId=message_id))["withdrawn"]:
+                    self.withdrawn.add(self.ids[message_id])
             self.tally.actions["withdraw"] += 1
         else:
             ids = tool_ids(c, sid)

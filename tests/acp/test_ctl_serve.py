@@ -68,7 +68,7 @@ def test_serve_announces_one_readable_line(rt: Path) -> None:
 
 
 def test_serve_demo_works_its_task_then_waits_for_the_operator(rt: Path) -> None:
-    with serving(rt, "--demo", "--count", "3", AGENT_CHANNEL_DEMO_TOOL_SECONDS="0.2") as served:
+    with serving(rt, "--demo", "--count", "3", AGENT_CHANNEL_DEMO_TOOL_SECONDS="0.02") as served:
         ids = served.ids(3)
         wait_for(lambda: execution(rt, ids[0])["status"] == "waiting for operator", "the task done")
         said = [m["text"] for m in messages(rt, ids[0], every=True)]

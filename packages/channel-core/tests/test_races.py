@@ -206,8 +206,10 @@ async def test_threads_hammering_post_interrupt_withdraw_deliver_every_item_exac
                 spin(r.randrange(0, 300))
             last = UserMessage("done")
             sent.append(last)
-            ref.post(last)
+            # Finished first, then the last post: had the consumer taken "done" before it
+            # saw `finished`, it could have gone on to a receive() nothing would ever end.
             finished.set()
+            ref.post(last)
 
         got: list[str] = []
         parked_cancels: set[str] = set()

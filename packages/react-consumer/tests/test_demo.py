@@ -12,7 +12,7 @@ from agent_channel import (
     open_channel,
 )
 from agent_channel_react import AgentState
-from agent_channel_react.demo import demo, task_demo
+from agent_channel_react.demo import PLAN, SECTIONS, demo, task_demo
 
 pytestmark = pytest.mark.anyio
 
@@ -25,17 +25,25 @@ def fast_tools(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def _converse(
-    factory_name: str, prompts: list[str]
+    factory_name: str, prompts: list[str], *, mid_task: dict[int, str] | None = None
 ) -> tuple[AgentState, list[ExecutionEvent]]:
+    """Run the demo; post each of ``prompts`` when it waits, and ``mid_task[n]`` as its
+    ``n``-th tool call starts."""
     body = {"demo": demo, "task_demo": task_demo}[factory_name](None)
     events: list[ExecutionEvent] = []
     pending = list(prompts)
+    during = dict(mid_task or {})
     async with open_channel() as ch:
         ref = ch.ref()
         release = ref.mark_live()
+        if not pending:
+            release()  # nothing to say when it waits: the agent ends after its answer
 
         def on_event(e: ExecutionEvent) -> None:
             events.append(e)
+            started = sum(x.type == "tool_call_started" for x in events)
+            if e.type == "tool_call_started" and started in during:
+                ref.post(UserMessage(during.pop(started), source="operator"))
             if e.type == "awaiting_input":
                 if len(pending) == 1:
                     release()  # the last message: the agent ends after answering it
@@ -69,6 +77,41 @@ async def test_task_demo_works_alone_then_takes_messages() -> None:
     first = state.messages[1]
     assert isinstance(first, ChatMessageUser) and first.source == "task"
     tools = [m.function for m in state.messages if isinstance(m, ChatMessageTool)]
-    assert tools == ["search", "read_notes", "word_count", "search"]
+    plan = ["search", "read_notes", "write_section", "word_count"] * len(SECTIONS)
+    assert tools == [*plan, "search"]
+    assert any(m.text.startswith("Briefing:") for m in state.messages)
     assert state.messages[-1].text.startswith("You said: 'thanks'")
     assert [e.type for e in events].count("awaiting_input") == 1
+
+
+def test_the_task_is_a_dozen_or_more_steps_of_one_to_two_seconds() -> None:
+    assert len(PLAN) >= 12
+    # Tool durations are tool_seconds() (1.5 by default) times these factors.
+    import inspect
+
+    from agent_channel_react import demo as module
+
+    factors = {"search": 1.0, "read_notes": 4 / 3, "write_section": 1.0, "word_count": 2 / 3}
+    for name, factor in factors.items():
+        assert 1.0 <= 1.5 * factor <= 2.0, name
+        assert name in inspect.getsource(module)
+
+
+async def test_a_question_during_the_task_is_answered_in_passing_and_the_task_goes_on() -> None:
+    state, _ = await _converse("task_demo", ["thanks"], mid_task={3: "What are you doing?"})
+    tools = [m.function for m in state.messages if isinstance(m, ChatMessageTool)]
+    assert len(tools) == len(PLAN) + 1  # every task step, then the search for "thanks"
+    asked = next(i for i, m in enumerate(state.messages) if m.text == "What are you doing?")
+    answer = state.messages[asked + 1]
+    assert isinstance(answer, ChatMessageAssistant) and answer.tool_calls
+    assert answer.text.startswith("You asked 'What are you doing?': I am writing a briefing")
+    assert "step 4 of 20" in answer.text
+    assert any(m.text.startswith("Briefing:") for m in state.messages)
+
+
+async def test_an_instruction_during_the_task_replaces_it() -> None:
+    state, _ = await _converse("task_demo", [], mid_task={2: "Brief me on consoles instead."})
+    tools = [m.function for m in state.messages if isinstance(m, ChatMessageTool)]
+    assert tools == ["search", "read_notes", "search"]
+    assert state.messages[-1].text.startswith("You said: 'Brief me on consoles instead.'")
+    assert not any(m.text.startswith("Briefing:") for m in state.messages)

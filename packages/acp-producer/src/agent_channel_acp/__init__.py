@@ -13,6 +13,7 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from ._attach import AttachServer
+    from ._attachable import Attachable, attachable
     from ._cli import load_factory
     from ._serve import host
     from ._server import AcpServer, AgentFactory, serve
@@ -22,7 +23,9 @@ __all__ = [
     "AcpServer",
     "AgentFactory",
     "AttachServer",
+    "Attachable",
     "__version__",
+    "attachable",
     "host",
     "load_factory",
     "run_stdio",
@@ -33,6 +36,8 @@ __all__ = [
 _LAZY = {
     "AcpServer": "._server",
     "AttachServer": "._attach",
+    "Attachable": "._attachable",
+    "attachable": "._attachable",
     "host": "._serve",
     "AgentFactory": "._server",
     "serve": "._server",

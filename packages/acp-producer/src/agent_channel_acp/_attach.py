@@ -333,6 +333,7 @@ class _Client:
         except ChannelClosed:
             raise not_attachable(session_id) from None
         hub.prompted(binding)
+        hub.flush()  # the queue's update goes out before the answer
         # A7: the agent reads it at its boundary; the id is the one the queue lists (A25)
         return PromptResponse(stop_reason="end_turn", field_meta={f"{META}messageId": message_id})
 
@@ -405,7 +406,9 @@ class _Client:
     async def _withdraw(self, params: dict[str, Any]) -> dict[str, Any]:
         hub = self._target(params)
         message_id = _string(params, "messageId")
-        return {"withdrawn": hub.withdraw(message_id)}
+        withdrawn = hub.withdraw(message_id)
+        hub.flush()
+        return {"withdrawn": withdrawn}
 
     async def _cancel_tool_call(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = _string(params, "sessionId")
@@ -416,7 +419,9 @@ class _Client:
             hub = self._target(params)
         except RequestError:
             return {"cancelled": False}  # gone
-        return {"cancelled": hub.cancel_tool_call(tool_call_id)}
+        cancelled = hub.cancel_tool_call(tool_call_id)
+        hub.flush()
+        return {"cancelled": cancelled}
 
     async def _end(self, params: dict[str, Any]) -> dict[str, Any]:
         hub = self._target(params)
@@ -437,6 +442,7 @@ class _Client:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(5.0):
                     await hub.ended.wait()
+        hub.flush()
         return {}
 
     # -- plumbing ----------------------------------------------------------------------

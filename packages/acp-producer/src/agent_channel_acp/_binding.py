@@ -83,8 +83,7 @@ class Binding:
         self.dropped = False
         self._outbox: Outbox[Any] = Outbox(backlog_limit)
         self._sheds = 0
-        self._bound_at = 0
-        self._cards: set[str] = set()  # tool calls whose card this session got or needs not
+        self._owed: set[str] = set()  # cards older than the bind and not in its replay
         self._sender: asyncio.Task[None] | None = None
         self._gone = asyncio.Event()
 
@@ -103,8 +102,8 @@ class Binding:
         """Called by :meth:`Hub.bind`: the preamble, in order, then the live stream (A5)."""
         self.hub = hub
         self.dropped = False
-        self._bound_at = hub.seq
-        self._cards = {u["toolCallId"] for u in replay if u["sessionUpdate"] == "tool_call"}
+        replayed = {u["toolCallId"] for u in replay if u["sessionUpdate"] == "tool_call"}
+        self._owed = set(hub.card_seq).difference(replayed)
         interactive = self.is_driver
         verb = "Bound to" if interactive else "Observing"
         note = "" if interactive else " (observe-only)"
@@ -152,7 +151,7 @@ class Binding:
         self._queued()
 
     def live(self, live: Live) -> None:
-        if live.card is not None and live.card not in self._cards:
+        if live.card is not None and live.card in self._owed:
             self._card_first(live.card)
         if self._clear():
             self._write(self._frame(live))
@@ -163,13 +162,55 @@ class Binding:
     def _card_first(self, tool_call_id: str) -> None:
         """An update for a card this session never got (it left the ring before the bind):
         a minimal card first, so no update names a call the client does not know."""
-        self._cards.add(tool_call_id)
+        self._owed.discard(tool_call_id)
         hub = self.hub
-        if hub is None or hub.card_seq.get(tool_call_id, 0) > self._bound_at:
-            return  # its card came live
+        if hub is None:
+            return
         title, kind = hub.cards.get(tool_call_id, (tool_call_id, "other"))
         card = m.tool_start(tool_call_id, title=title, kind=kind, raw_input=None)
         self.live(Live(None, m.as_json(card), keep=True))
+
+    # -- one loop step of the hub's stream ---------------------------------------------
+
+    def in_sync(self, session_id: str, cards: set[str]) -> bool:
+        """Whether this session takes the step as the shared bytes: nothing of its own is
+        waiting, its wire id is the execution's, and it owes no minimal card for ``cards``."""
+        return (
+            self.wire_id == session_id
+            and self._sender is None
+            and not self._outbox
+            and not (cards and self._owed and not self._owed.isdisjoint(cards))
+            and self._writer.ready()
+        )
+
+    def encode(self, step: list[Live | Chunk]) -> bytes:
+        """The step's frames for this session (the same for every session of this id)."""
+        out: list[bytes] = []
+        for item in step:
+            if type(item) is Chunk:
+                update = item.encoded
+                if update is None:
+                    update = item.encoded = encode(
+                        m.chunk_json(item.kind, item.text, item.message_id)
+                    )
+                out.append(self._update_head + update + b"}}\n")
+            else:
+                out.append(self._frame(item))  # pyright: ignore[reportArgumentType]
+        return b"".join(out)
+
+    def write_step(self, data: bytes) -> None:
+        with contextlib.suppress(ConnectionError):  # the connection's end detaches us
+            self._writer.write_bytes(data)
+
+    def take(self, step: list[Live | Chunk]) -> None:
+        """The step item by item (queued, merged or shed as this session needs)."""
+        for item in step:
+            if self.hub is None or self.dropped:
+                return  # dropped within the step: the rest is not for it
+            if type(item) is Chunk:
+                self.chunk(item)  # pyright: ignore[reportArgumentType]
+            else:
+                self.live(item)  # pyright: ignore[reportArgumentType]
 
     def say(self, text: str) -> None:
         """A line of our own (the picker) on this session's stream."""
@@ -180,6 +221,8 @@ class Binding:
 
     async def flush(self) -> None:
         """Wait until everything queued so far was handed to the transport."""
+        if self.hub is not None:
+            self.hub.flush()
         if not self._outbox and self._sender is None:
             return
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()

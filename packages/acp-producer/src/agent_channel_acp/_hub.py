@@ -77,6 +77,10 @@ REPLAY_BYTES = 2 * 1024 * 1024
 """Bytes of updates the ring keeps at most, whatever ``replay`` says (its oldest go first)."""
 QUEUE_TEXT = 2000
 """Characters of a queued message's text that ``_agent_channel/queue`` shows."""
+CARDS_KEPT = 1024
+"""Finished tool calls whose card the hub still knows (title, kind, sequence number), newest
+first; every unfinished call is known. So the hub's card maps hold at most this many entries
+plus the calls in flight, however many calls the execution makes."""
 META = "agent_channel."
 
 Status = str  # "running" | "waiting for operator" | "finished"
@@ -186,9 +190,11 @@ class Hub:
         """The sequence number of each tool call's card (newer binds got it live)."""
         self._announced: set[str] = set()
         self._unfinished: set[str] = set()
+        self._done_cards: OrderedDict[str, None] = OrderedDict()  # finished, oldest first
         self._shown: OrderedDict[str, None] = OrderedDict()
         self._last_streamed = ""
         self._history: list[ChatMessage] = []  # for a consumer that publishes but shares none
+        self._step: list[Live | Chunk] = []  # this loop step's items, not handed over yet
         # state
         self.turn_state = "idle"
         self.parked: StopReason | None = None  # waiting for an operator message, and why
@@ -204,6 +210,8 @@ class Hub:
         self.turn_state = watched.turn_state if watched.turn_state != "idle" else "idle"
         for i, msg in enumerate(watched.messages):
             self._appended(MessageAppended(message=msg, index=i))
+        if not watched.closed:
+            self._in_flight(watched.messages)
         if approve:
             self._route_approvals()
         if watched.closed and self.finished is None:
@@ -214,6 +222,28 @@ class Hub:
     def _watch(self) -> _Watch:
         snapshot, release = self.ref.watch(self._on_event_any_thread)
         return _Watch(snapshot.messages, snapshot.turn_state, snapshot.closed, release)
+
+    def _in_flight(self, messages: tuple[ChatMessage, ...]) -> None:
+        """Cards for the calls the conversation asked for and has no result of yet: they
+        run now. An execution served only once its tools started (``add`` of a ref already
+        at work) then shows them, and each can be cancelled alone (A6, A22)."""
+        for i in range(len(messages) - 1, -1, -1):
+            msg = messages[i]
+            if not isinstance(msg, ChatMessageAssistant):
+                continue
+            later = messages[i + 1 :]
+            answered = {r.tool_call_id for r in later if isinstance(r, ChatMessageTool)}
+            for call in msg.tool_calls:
+                if call.id in answered or call.id in self._announced:
+                    continue
+                self._announced.add(call.id)
+                self._unfinished.add(call.id)
+                self.cards[call.id] = (call.name, "other")
+                start = m.tool_start(
+                    call.id, title=call.name, kind="other", raw_input=thaw(call.arguments)
+                )
+                self._card(serialize_params(start), call.id)
+            return
 
     def _route_approvals(self) -> None:
         self._release_approvals = self.ref.route_approvals(self.approve)
@@ -262,6 +292,7 @@ class Hub:
 
     def bind(self, binding: Binding, *, driver: bool) -> None:
         """Attach ``binding``: its preamble (A5) and then every live item, atomically."""
+        self.flush()  # the step's items are in the ring: the replay has them, live must not
         if binding not in self.bindings:
             self.bindings = (*self.bindings, binding)
         if driver:
@@ -398,9 +429,9 @@ class Hub:
         elif isinstance(ev, ToolCallStarted):
             self._tool_started(ev)
         elif isinstance(ev, ToolCallFinished):
-            self._unfinished.discard(ev.tool_call_id)
             self._card_first(ev.tool_call_id, ev.name)
             self._update_card(m.tool_finished_json(ev), ev.tool_call_id)
+            self._card_done(ev.tool_call_id)
         elif isinstance(ev, ModelCallFinished):
             self._model_finished(ev)
         elif isinstance(ev, MessageAppended):
@@ -447,7 +478,19 @@ class Hub:
     def _close_unfinished(self, why: str) -> None:
         for tool_call_id in sorted(self._unfinished):  # a consumer that did not close them
             self._update_card(m.tool_end_json(tool_call_id, "failed", why), tool_call_id)
-        self._unfinished.clear()
+            self._card_done(tool_call_id)
+
+    def _card_done(self, tool_call_id: str) -> None:
+        """A call finished: its card is remembered among the last :data:`CARDS_KEPT`."""
+        self._unfinished.discard(tool_call_id)
+        done = self._done_cards
+        done[tool_call_id] = None
+        done.move_to_end(tool_call_id)
+        while len(done) > CARDS_KEPT:
+            old, _ = done.popitem(last=False)
+            self.cards.pop(old, None)
+            self.card_seq.pop(old, None)
+            self._announced.discard(old)
 
     def _model_finished(self, ev: ModelCallFinished) -> None:
         msg = ev.message
@@ -594,8 +637,7 @@ class Hub:
             update = m.chunk_json(kind, "", message_id)
             self._push_slot(_Slot(self.seq, update, [text], len(text)))
         chunk = Chunk(message_id, kind, text)
-        for b in self.bindings:
-            b.chunk(chunk)
+        self._hand(chunk)
 
     def _record(self, update: dict[str, Any]) -> None:
         """Keep ``update`` in the ring (a card's later updates merge into it instead)."""
@@ -647,8 +689,42 @@ class Hub:
                 del self._card_slots[tool_call_id]
 
     def _emit(self, live: Live) -> None:
+        self._hand(live)
+
+    def _hand(self, item: Live | Chunk) -> None:
+        """Give ``item`` to every binding: in attach mode at the end of this loop step, with
+        the step's other items: a client in step with the stream gets the whole burst as one
+        write of bytes built once for all of them (the per-client cost of an event is nil)."""
+        if not self.bindings:
+            return
+        if not self._attach:
+            for b in self.bindings:
+                if isinstance(item, Chunk):
+                    b.chunk(item)
+                else:
+                    b.live(item)
+            return
+        step = self._step
+        step.append(item)
+        if len(step) == 1:
+            self._loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Hand the items of this loop step to the bindings now (before a bind, an approval
+        request or a response that must come after them)."""
+        step = self._step
+        if not step:
+            return
+        self._step = []
+        cards = {i.card for i in step if type(i) is Live and i.card is not None}
+        shared: bytes | None = None  # the same bytes for every binding in step with the stream
         for b in self.bindings:
-            b.live(live)
+            if b.in_sync(self.id, cards):
+                if shared is None:
+                    shared = b.encode(step)
+                b.write_step(shared)
+            else:
+                b.take(step)
 
     def _replay_frames(self) -> list[dict[str, Any]]:
         """The ring as replay updates, each marked in ``_meta`` (A5, A6)."""
@@ -673,6 +749,7 @@ class Hub:
 
     def close(self) -> None:
         """Stop watching (the server is closing)."""
+        self.flush()
         self._release()
         if self._release_approvals is not None:
             self._release_approvals()

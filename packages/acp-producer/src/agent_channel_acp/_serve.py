@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -51,6 +51,62 @@ def record_executions(server: Served) -> list[dict[str, Any]]:
     return [{k: e[k] for k in RECORD_KEYS if k in e} for e in server.executions()]
 
 
+_hosted: list[Served] = []  # the one server this process publishes (the record is per pid)
+
+
+@contextlib.asynccontextmanager
+async def hosting(
+    server: Served,
+    *,
+    socket_path: Path | None = None,
+    port: int | None = None,
+    start: Callable[[], Awaitable[None]] | None = None,
+) -> AsyncIterator[Record]:
+    """Listen for ``server`` and publish its record for the block; yields the record.
+
+    ``start`` (the executions ``serve`` runs) goes as a task once the record is written.
+    Leaving the block stops accepting, closes ``server`` (its ``run()`` executions end
+    and their clients are told), then the connections, the socket and the record.
+    """
+    if _hosted:
+        raise RuntimeError("this process already serves attach mode (one server per process)")
+    directory = runtime_dir()
+    sweep(directory)
+    handler = server.serve_connection
+    listener: Listener
+    if port is not None:
+        listener = await listen_tcp(handler, port)
+    else:
+        listener = await listen_unix(handler, socket_path or directory / f"{os.getpid()}.sock")
+    _hosted.append(server)
+    publication = Publication(directory, listener.transport)
+    loop = asyncio.get_running_loop()
+    changed = asyncio.Event()
+    watches = hasattr(server, "on_change")
+    if watches:  # the attach server says when its executions change (from any thread)
+        server.on_change = lambda: loop.call_soon_threadsafe(changed.set)  # pyright: ignore[reportAttributeAccessIssue]
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        publication.write(record_executions(server))
+        tasks.append(loop.create_task(_refresh(server, publication, changed)))
+        if start is not None:
+            tasks.append(loop.create_task(_run(start)))
+        yield publication.record
+    finally:
+        if watches:
+            server.on_change = None  # pyright: ignore[reportAttributeAccessIssue]
+        try:
+            await listener.close(connections=False)
+            await server.aclose()  # executions end; their clients are told
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await listener.close()
+        finally:
+            publication.remove()
+            _hosted.remove(server)
+
+
 async def host(
     server: Served,
     *,
@@ -62,48 +118,21 @@ async def host(
     """Serve ``server`` until SIGINT/SIGTERM (or cancellation); ``start`` runs the executions.
 
     ``start`` runs as a task once the record is published; when it returns the
-    server stays up (finished executions can still be read).
+    server stays up (finished executions can still be read). This is :func:`hosting`
+    (what :func:`attachable` is built on too) plus the signals.
     """
-    directory = runtime_dir()
-    sweep(directory)
-    handler = server.serve_connection
-    listener: Listener
-    if port is not None:
-        listener = await listen_tcp(handler, port)
-    else:
-        listener = await listen_unix(handler, socket_path or directory / f"{os.getpid()}.sock")
-    publication = Publication(directory, listener.transport)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    changed = asyncio.Event()
-    watches = hasattr(server, "on_change")
-    if watches:  # the attach server says when its executions change (from any thread)
-        server.on_change = lambda: loop.call_soon_threadsafe(changed.set)  # pyright: ignore[reportAttributeAccessIssue]
-    tasks: list[asyncio.Task[None]] = []
-    try:
-        publication.write(record_executions(server))
-        if announce is not None:
-            announce(publication.record)
-        tasks.append(loop.create_task(_refresh(server, publication, changed)))
-        if start is not None:
-            tasks.append(loop.create_task(_run(start)))
-        await stop.wait()
-    finally:
-        if watches:
-            server.on_change = None  # pyright: ignore[reportAttributeAccessIssue]
+    async with hosting(server, socket_path=socket_path, port=port, start=start) as record:
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
+            loop.add_signal_handler(sig, stop.set)
         try:
-            await listener.close(connections=False)
-            await server.aclose()  # executions end; their clients are told
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await listener.close()
+            if announce is not None:
+                announce(record)
+            await stop.wait()
         finally:
-            publication.remove()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
 
 
 async def _refresh(server: Served, publication: Publication, changed: asyncio.Event) -> None:

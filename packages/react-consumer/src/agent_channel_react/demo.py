@@ -4,8 +4,11 @@
 tool call (``AGENT_CHANNEL_DEMO_TOOL_SECONDS``, default 1.5, so a person can
 interrupt mid-tool) and then a streamed text answer that quotes what the
 model saw, including tool results that were cancelled. ``task_demo`` starts
-on a built-in multi-step task by itself, then takes operator messages like
-``demo``. Given a model name (or OPENAI_BASE_URL / OPENAI_API_KEY /
+on a built-in task by itself: :data:`PLAN`, twenty tool steps of one to two
+seconds (about a minute at the default), long enough to attach, message,
+interrupt and redirect it. A question asked while it works is answered in
+passing and the task goes on; any other message replaces the task. Then it
+takes operator messages like ``demo``. Given a model name (or OPENAI_BASE_URL / OPENAI_API_KEY /
 AGENT_CHANNEL_MODEL in the environment) both use an OpenAI-compatible
 endpoint with the same tools; ``model="scripted"`` forces the script.
 
@@ -14,6 +17,7 @@ Load them by dotted path: ``agent_channel_react.demo:demo``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 
@@ -37,16 +41,24 @@ from ._tool import Tool, tool
 
 TOOL_SECONDS_ENV = "AGENT_CHANNEL_DEMO_TOOL_SECONDS"
 MODEL_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "AGENT_CHANNEL_MODEL")
-TASK = (
-    "Prepare a short briefing on interruptible agents: search for the topic, read the notes "
-    "on it, and count the words of your summary before you answer."
-)
 TOPIC = "interruptible agents"
+SECTIONS = (
+    "messages at step boundaries",
+    "interrupts",
+    "cancelling one tool call",
+    "approvals",
+    "several operators",
+)
+TASK = (
+    f"Prepare a briefing on {TOPIC}, one section each on " + ", ".join(SECTIONS) + ": "
+    "for each, search, read the notes, write the section and count its words; then answer."
+)
 PROMPT = "You are a demo agent. Use the tools to look things up before you answer."
 
 
 def tool_seconds() -> float:
-    """How long each demo tool takes (read at call time, so tests can change it)."""
+    """How long a demo tool takes (read at call time, so tests can change it); some tools
+    take a third more or less, so the default 1.5 gives steps of one to two seconds."""
     try:
         return max(0.0, float(os.environ.get(TOOL_SECONDS_ENV, "1.5")))
     except ValueError:
@@ -71,11 +83,23 @@ async def read_notes(topic: str) -> str:
     Args:
         topic: The topic.
     """
-    await anyio.sleep(tool_seconds())
+    await anyio.sleep(tool_seconds() * 4 / 3)
     return (
         f"Notes on {topic}: an operator can send a message at any time, and it is read at the "
         "next step; an interrupt stops the current step at once."
     )
+
+
+@tool(kind="edit", title="Writing the section on {title}")
+async def write_section(title: str, text: str) -> str:
+    """Write one section of the briefing.
+
+    Args:
+        title: The section's title.
+        text: Its text.
+    """
+    await anyio.sleep(tool_seconds())
+    return f"Section {title!r} written ({len(text)} characters)."
 
 
 @tool(kind="think", title="Counting words")
@@ -85,12 +109,30 @@ async def word_count(text: str) -> int:
     Args:
         text: The text.
     """
-    await anyio.sleep(tool_seconds())
+    await anyio.sleep(tool_seconds() * 2 / 3)
     return len(text.split())
 
 
-TOOLS: tuple[Tool, ...] = (search, read_notes, word_count)
+TOOLS: tuple[Tool, ...] = (search, read_notes, write_section, word_count)
 SUMMARY = "Interruptible agents take messages at step boundaries and stop at once when interrupted."
+
+
+def _plan() -> tuple[ScriptStep, ...]:
+    steps: list[ScriptStep] = []
+    for i, section in enumerate(SECTIONS):
+        text = f"{section.capitalize()}: {SUMMARY}"
+        first = "First, a search." if i == 0 else f"Next section: {section}. A search first."
+        steps += [
+            call(tool_call("search", query=f"{TOPIC}: {section}"), content=first),
+            call(tool_call("read_notes", topic=section), content="Now the notes."),
+            call(tool_call("write_section", title=section, text=text), content="Writing it up."),
+            call(tool_call("word_count", text=text), content="Checking the length."),
+        ]
+    return tuple(steps)
+
+
+PLAN = _plan()
+"""``task_demo``'s steps: four tool calls for each of :data:`SECTIONS`."""
 
 
 def _last_user(messages: Sequence[ChatMessage]) -> int:
@@ -125,6 +167,54 @@ def _interrupted(messages: Sequence[ChatMessage], upto: int) -> list[str]:
     return list(reversed(notes))
 
 
+def _asks(message: ChatMessage) -> bool:
+    """An operator's question (answered in passing while a task runs)."""
+    return (
+        isinstance(message, ChatMessageUser)
+        and message.source != "task"
+        and message.text.rstrip().endswith("?")
+    )
+
+
+def _open_task(messages: Sequence[ChatMessage], upto: int) -> int | None:
+    """The task message still being worked on before ``upto``: no answer since, and no
+    message that replaced it (anything but a question)."""
+    for i in range(upto - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, ChatMessageAssistant) and not m.tool_calls:
+            return None
+        if isinstance(m, ChatMessageUser):
+            if m.source == "task":
+                return i
+            if not _asks(m):
+                return None
+    return None
+
+
+def _task_step(
+    messages: Sequence[ChatMessage], task: int, asked: ChatMessage | None, delay: float
+) -> ScriptItem:
+    """The task's next step, or its answer once :data:`PLAN` is done."""
+    after = messages[task + 1 :]
+    rounds = sum(1 for m in after if isinstance(m, ChatMessageAssistant) and m.tool_calls)
+    if rounds < len(PLAN):
+        step = PLAN[rounds]
+        if asked is None:
+            return dataclasses.replace(step, delay=delay)
+        section = SECTIONS[rounds // 4]
+        content = (
+            f"You asked {asked.text.strip()!r}: I am writing a briefing on {TOPIC}, "
+            f"step {rounds + 1} of {len(PLAN)} (the section on {section}). Carrying on."
+        )
+        return dataclasses.replace(step, content=content, delay=delay)
+    results = sum(1 for m in after if isinstance(m, ChatMessageTool))
+    body = f"Briefing: {SUMMARY} (Steps done: {results} tool results.)"
+    notes = _interrupted(messages, len(messages))
+    if notes:
+        body += " Note: these tool calls did not finish: " + "; ".join(notes)
+    return reply(body, delay=min(0.5, delay))
+
+
 def demo_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) -> ScriptItem:
     """The demo model: tool calls first, then an answer about what it saw."""
     slow = min(0.5, tool_seconds() / 3)
@@ -133,24 +223,20 @@ def demo_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) -> S
         return reply("Hello! Send me a message and I will look it up.", delay=slow)
     user = messages[u]
     after = messages[u + 1 :]
+    if isinstance(user, ChatMessageUser) and user.source == "task":
+        return _task_step(messages, u, None, 2 * slow)
+    task = _open_task(messages, u) if _asks(user) else None
+    if task is not None:  # a question while the task runs: answered with its next step
+        answered = any(isinstance(m, ChatMessageAssistant) for m in after)
+        return _task_step(messages, task, None if answered else user, 2 * slow)
     results = [m for m in after if isinstance(m, ChatMessageTool)]
     rounds = sum(1 for m in after if isinstance(m, ChatMessageAssistant) and m.tool_calls)
-    if isinstance(user, ChatMessageUser) and user.source == "task":
-        plan: list[ScriptStep] = [
-            call(tool_call("search", query=TOPIC), content="First, a search."),
-            call(tool_call("read_notes", topic=TOPIC), content="Now the notes."),
-            call(tool_call("word_count", text=SUMMARY), content="Checking the length."),
-        ]
-        if rounds < len(plan):
-            return plan[rounds]
-        body = f"Briefing: {SUMMARY} (Steps done: {len(results)} tool results.)"
-    else:
-        if rounds == 0:
-            query = user.text.strip()[:80] or "(empty)"
-            return call(tool_call("search", query=query), content="Let me look that up.")
-        last = results[-1] if results else None
-        found = f"The search said: {last.text or last.error}" if last else "Nothing came back."
-        body = f"{_describe(user)}. {found}"
+    if rounds == 0:
+        query = user.text.strip()[:80] or "(empty)"
+        return call(tool_call("search", query=query), content="Let me look that up.")
+    last = results[-1] if results else None
+    found = f"The search said: {last.text or last.error}" if last else "Nothing came back."
+    body = f"{_describe(user)}. {found}"
     notes = _interrupted(messages, u)
     if notes:
         body += " Note: before your message, these tool calls did not finish: " + "; ".join(notes)
