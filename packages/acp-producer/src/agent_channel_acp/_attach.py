@@ -41,6 +41,7 @@ from acp.schema import (
 )
 from agent_channel import AgentRef, ChannelClosed, ChatMessage, ChatMessageAssistant, open_channel
 
+from . import _debug as debug
 from . import _mapping as m
 from ._binding import Binding
 from ._hub import META, Hub, not_attachable
@@ -353,6 +354,13 @@ class _Client:
         return CloseSessionResponse()
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if debug.asked(method):
+            hubs = self._server._hubs.values()  # pyright: ignore[reportPrivateUsage]
+            return debug.counts(
+                connections=len(self._server._clients),  # pyright: ignore[reportPrivateUsage]
+                executions=len(hubs),
+                bindings=sum(len(h.bindings) for h in hubs),
+            )
         handler = _EXT.get(method)
         if handler is None:
             raise RequestError.method_not_found(f"_{method}")

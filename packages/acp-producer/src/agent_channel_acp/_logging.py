@@ -9,6 +9,8 @@ writer thread:
 - the queue holds :data:`QUEUE_BOUND` records; a record that finds it full is
   dropped and counted, never waited for, and the writer reports the count
   ("N log records dropped") once it has caught up;
+- a message is one line of at most :data:`MESSAGE_MAX` characters (control
+  characters escaped), whatever a client put into it (:class:`BoundedFormatter`);
 - a message that repeats is rate-limited (:class:`RateLimit`): per logger,
   level and message template, the 1st-10th records pass, then only the 20th,
   40th, 80th..., each saying how many there were so far; a template quiet for
@@ -32,6 +34,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from logging.handlers import QueueHandler
 from typing import Any, TextIO
+
+MESSAGE_MAX = 1000
+"""Characters of a record's message kept; the rest is cut (its length is said)."""
 
 QUEUE_BOUND = 1000
 """Records waiting for the writer thread; past this, records are dropped (and counted)."""
@@ -91,6 +96,29 @@ class RateLimit(logging.Filter):
             return False
         record.msg = f"{record.msg} [{count} times so far, most not shown]"
         return True
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F) if c != 0x09} | {
+    0x0A: "\\n",
+    0x0D: "\\r",
+}
+
+
+class BoundedFormatter(logging.Formatter):
+    """One line per record, of bounded length, whatever a client put into its arguments.
+
+    A message names client-supplied strings (a session id, a method name): a MiB-long id
+    made a MiB-long line, and a newline in a method name wrote a line of the client's
+    choosing (log forging). So control characters in the message are escaped and it is
+    cut at :data:`MESSAGE_MAX` characters; a traceback that follows is left as it is.
+    """
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        text = record.message.translate(_CONTROL)
+        if len(text) > MESSAGE_MAX:
+            text = f"{text[:MESSAGE_MAX]}... [{len(record.message)} characters]"
+        record.message = text
+        return super().formatMessage(record)
 
 
 class DroppingQueueHandler(QueueHandler):
@@ -161,7 +189,7 @@ def start_logging(level: int, stream: TextIO) -> Callable[[float], None]:
     """
     items: queue.Queue[object] = queue.Queue(QUEUE_BOUND)
     handler = DroppingQueueHandler(items)
-    handler.setFormatter(logging.Formatter(FORMAT))
+    handler.setFormatter(BoundedFormatter(FORMAT))
     handler.addFilter(RateLimit())
     root = logging.getLogger()
     for old in root.handlers[:]:

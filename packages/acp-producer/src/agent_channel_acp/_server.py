@@ -30,6 +30,7 @@ from acp.schema import (
     SessionCloseCapabilities,
 )
 
+from . import _debug as debug
 from . import _mapping as m
 from ._outbox import RUN_MAX
 from ._session import BACKLOG_LIMIT, Body, FrameWriter, NotRunnable, Session
@@ -211,6 +212,8 @@ class AcpServer:
         return CloseSessionResponse()
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if debug.asked(method):
+            return debug.counts(sessions=len(self._sessions), finished=len(self._finished))
         raise RequestError.method_not_found(f"_{method}")
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:

@@ -15,6 +15,11 @@ Bounds and edges, all handled here so the SDK never logs a traceback for them:
   buffered: it is skipped to its newline and answered -32600, with
   ``data.reason`` naming the limit and the line's size (under the request's id
   when its first bytes name one), and the next line is served.
+- Each request reaches the SDK under an id of ours, unique on the connection, and its
+  response goes out under the client's id again: two requests in flight with the same
+  id (two ``"id": null``, a client that reuses ids) are still answered once each, and
+  the hooks that watch responses (a session may speak once its ``session/new`` answer
+  is out) find the right request.
 - A notification the agent has no handler for (or a ``session/cancel`` without
   a session id) is one warning line, not the SDK's traceback.
 - End of input does not cut off requests already read: the end is reported to
@@ -84,10 +89,11 @@ class LineTransport:
         self._writer = writer
         self._shadowed = dict(shadowed or {})
         self._watch_methods = watch
-        self._watched: dict[object, tuple[str, Any]] = {}
+        self._watched: dict[int, tuple[str, Any]] = {}  # by our request id
         self._on_response = on_response
         self._notifications = notifications
-        self._unanswered: dict[object, list[str]] = {}  # request id -> methods still owed
+        self._unanswered: dict[int, tuple[object, str]] = {}  # our id -> the client's, method
+        self._next_id = 0
         self._answered = asyncio.Event()
         self._closed = False
         self._gone = False
@@ -130,8 +136,12 @@ class LineTransport:
         gone); any other frame raises ``ConnectionError`` then.
         """
         is_response = "method" not in message and ("result" in message or "error" in message)
-        if is_response:
-            self._answer(message.get("id"))
+        ours = message.get("id")
+        watched = None
+        if is_response and isinstance(ours, int) and ours in self._unanswered:
+            message = {**message, "id": self._unanswered.pop(ours)[0]}
+            watched = self._watched.pop(ours, None)
+            self._answered.set()
         try:
             self.write_frame(message)
             await self._writer.drain()
@@ -140,10 +150,8 @@ class LineTransport:
             if not is_response:
                 raise
             return
-        if is_response and self._watched:
-            watched = self._watched.pop(message.get("id"), None)
-            if watched is not None and self._on_response is not None:
-                self._on_response(watched[0], watched[1], message)
+        if watched is not None and self._on_response is not None:
+            self._on_response(watched[0], watched[1], message)
 
     @property
     def gone(self) -> bool:
@@ -248,10 +256,13 @@ class LineTransport:
                 if clash:
                     log.warning("ignoring _meta keys that shadow parameters: %s", sorted(clash))
                     params["_meta"] = {k: v for k, v in meta.items() if k not in clash}  # pyright: ignore[reportUnknownVariableType]
-        if has_id:
-            self._unanswered.setdefault(msg_id, []).append(method)
+        if has_id:  # the SDK sees an id of ours, unique; the response gets the client's back
+            self._next_id += 1
+            ours = self._next_id
+            self._unanswered[ours] = (msg_id, method)
             if method in self._watch_methods:
-                self._watched[msg_id] = (method, params)
+                self._watched[ours] = (method, params)
+            message = {**message, "id": ours}
         return message
 
     def _notification_ok(self, method: str, params: object) -> bool:
@@ -295,20 +306,11 @@ class LineTransport:
         except ConnectionError:
             self._lost()
 
-    def _answer(self, msg_id: object) -> None:
-        methods = self._unanswered.get(msg_id)
-        if methods:
-            methods.pop(0)
-            if not methods:
-                del self._unanswered[msg_id]
-            self._answered.set()
-
     async def _settle(self, waits_for: Callable[[str], bool], grace: float) -> None:
         """Wait (at most ``grace`` s) until no request whose method ``waits_for`` is unanswered."""
 
         def owed() -> bool:
-            methods = (m for ms in self._unanswered.values() for m in ms)
-            return not self._gone and any(waits_for(m) for m in methods)
+            return not self._gone and any(waits_for(m) for _, m in self._unanswered.values())
 
         try:
             async with asyncio.timeout(grace):
