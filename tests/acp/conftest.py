@@ -53,6 +53,21 @@ def agent_env(**extra: str) -> dict[str, str]:
     return env
 
 
+STDIO_AGENT = (sys.executable, "-m", "agent_channel_acp", "stdio", "--agent", "agents:react_agent")
+"""The command line of the stdio test agent (the react agent of ``agents.py``)."""
+
+
+async def raw_agent(env: dict[str, str] | None = None, **kwargs: Any) -> asyncio.subprocess.Process:
+    """The stdio test agent on plain pipes, for tests that write and read frames themselves."""
+    return await asyncio.create_subprocess_exec(
+        *STDIO_AGENT,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=agent_env() if env is None else env,
+        **kwargs,
+    )
+
+
 async def allow(request: dict[str, Any]) -> RequestPermissionResponse:
     return RequestPermissionResponse(
         outcome=AllowedOutcome(outcome="selected", option_id="allow_once")

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conftest import GUARD, HERE, agent_env
+from conftest import GUARD, HERE, agent_env, raw_agent
 from hypothesis import strategies as st
 
 MAX_FRAME = 8 << 20  # the transport's cap (asserted against the producer's in the tests)
@@ -671,20 +671,7 @@ def fuzz_env(rt: Path, level: str = "INFO", debug: bool = True) -> dict[str, str
 async def start_stdio(tmp: Path) -> tuple[Target, asyncio.subprocess.Process]:
     log = tmp / "stdio.log"
     with log.open("wb") as err:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "agent_channel_acp",
-            "stdio",
-            "--agent",
-            "agents:react_agent",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=err,
-            env=fuzz_env(tmp / "rt"),
-            cwd=HERE,
-            limit=1 << 24,
-        )
+        proc = await raw_agent(fuzz_env(tmp / "rt"), stderr=err, cwd=HERE, limit=1 << 24)
     return Target("stdio", _Popenish(proc), log), proc  # pyright: ignore[reportArgumentType]
 
 

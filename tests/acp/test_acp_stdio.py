@@ -407,22 +407,9 @@ async def test_s11_images_and_resources_reach_the_model(agent: Agent) -> None:
 
 
 async def test_s12_stdout_carries_only_frames_and_eof_exits_zero() -> None:
-    import sys
+    from conftest import agent_env, raw_agent
 
-    from conftest import agent_env
-
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "agent_channel_acp",
-        "stdio",
-        "--agent",
-        "agents:react_agent",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=agent_env(AGENT_CHANNEL_ACP_LOG="DEBUG"),
-    )
+    proc = await raw_agent(agent_env(AGENT_CHANNEL_ACP_LOG="DEBUG"), stderr=asyncio.subprocess.PIPE)
     assert proc.stdin and proc.stdout and proc.stderr
 
     def send(msg: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import GUARD, HERE
+from conftest import GUARD, HERE, raw_agent
 from fuzz_wire import Pool, Target, fuzz_env, start_serve
 
 pytestmark = pytest.mark.anyio
@@ -309,18 +309,7 @@ async def test_the_debug_counts_are_unknown_unless_the_environment_asks_for_them
 
     for debug in ("1", "0"):
         env = {**fuzz_env(tmp_path / "rt"), "AGENT_CHANNEL_ACP_DEBUG": debug}
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "agent_channel_acp",
-            "stdio",
-            "--agent",
-            "agents:react_agent",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env=env,
-            cwd=HERE,
-        )
+        proc = await raw_agent(env, cwd=HERE)
         assert proc.stdin is not None and proc.stdout is not None
         wire = Wire(proc.stdout, proc.stdin, Pool())  # pyright: ignore[reportArgumentType]
         wire.start()

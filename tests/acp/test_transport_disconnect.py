@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 from acp import spawn_agent_process
-from conftest import GUARD, HERE, Recorder, agent_env
+from conftest import GUARD, HERE, Recorder, agent_env, raw_agent
 
 pytestmark = pytest.mark.anyio
 
@@ -120,17 +120,7 @@ async def test_unknown_notifications_are_one_line_each_without_traceback(tmp_pat
 async def test_every_request_read_before_the_input_ends_is_answered() -> None:
     # A client that sends its last requests and closes its side at once (a script, a pipe):
     # the end of input must not cut off the answers still being worked out.
-    agent = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "agent_channel_acp",
-        "stdio",
-        "--agent",
-        "agents:react_agent",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        env=agent_env(),
-    )
+    agent = await raw_agent()
     assert agent.stdin is not None and agent.stdout is not None
 
     def send(request_id: int, method: str, params: dict[str, object]) -> None:
