@@ -133,6 +133,25 @@ class Server:
     async def raw(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         return await asyncio.open_unix_connection(self.path, limit=1 << 24)
 
+    async def stop(self, *, term: bool = False) -> None:
+        """Close every client, then end the process: its stdin closed (or SIGTERM with
+        ``term``), killed if it is still there after the guard."""
+        for c in self.clients:
+            with suppress(Exception):
+                await c.close()
+        if self.proc.returncode is not None:
+            return
+        if term:
+            self.proc.terminate()
+        elif self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            with anyio.fail_after(GUARD):
+                await self.proc.wait()
+        except TimeoutError:
+            self.proc.kill()
+            await self.proc.wait()
+
 
 @asynccontextmanager
 async def serving(*args: str) -> AsyncIterator[Server]:
@@ -154,16 +173,7 @@ async def serving(*args: str) -> AsyncIterator[Server]:
     try:
         yield server
     finally:
-        for c in server.clients:
-            with suppress(Exception):
-                await c.close()
-        proc.stdin.close()
-        try:
-            with anyio.fail_after(GUARD):
-                await proc.wait()
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
+        await server.stop()
 
 
 # -- helpers shared by the attach tests ---------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import socket
 import sys
 import tempfile
@@ -74,17 +73,7 @@ async def real_serve(*args: str, rt: Path | None = None) -> AsyncIterator[Server
     try:
         yield server
     finally:
-        for c in server.clients:
-            with suppress(Exception):
-                await c.close()
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                with anyio.fail_after(GUARD):
-                    await proc.wait()
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+        await server.stop(term=True)
         err.close()
         text = log.read_text(errors="replace")
         sys.stderr.write(text)

@@ -51,16 +51,7 @@ async def program(tmp: Path, *args: str) -> AsyncIterator[tuple[Server, dict[str
     try:
         yield server, info
     finally:
-        for c in server.clients:
-            with suppress(Exception):
-                await c.close()
-        proc.stdin.close()
-        try:
-            with anyio.fail_after(GUARD):
-                await proc.wait()
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
+        await server.stop()
 
 
 async def listed(c: Client) -> dict[str, dict[str, Any]]:
