@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import sys
+import tempfile
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -66,6 +68,17 @@ async def raw_agent(env: dict[str, str] | None = None, **kwargs: Any) -> asyncio
         env=agent_env() if env is None else env,
         **kwargs,
     )
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A directory another uid (65534) can pass through: pytest's tmp dirs are root-only."""
+    path = Path(tempfile.mkdtemp(prefix="acp-open-", dir="/tmp"))
+    path.chmod(0o711)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 async def allow(request: dict[str, Any]) -> RequestPermissionResponse:

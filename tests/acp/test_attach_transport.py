@@ -14,13 +14,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -199,17 +197,6 @@ async def test_a1_refuses_to_bind_over_a_live_server_and_replaces_a_stale_socket
 
 
 # -- A2: authentication --------------------------------------------------------------------
-
-
-@pytest.fixture
-def open_dir() -> Iterator[Path]:
-    """A directory uid 65534 can reach (pytest's tmp dirs are root-only)."""
-    path = Path(tempfile.mkdtemp(prefix="acp-a2-", dir="/tmp"))
-    path.chmod(0o711)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def connect_as(uid: int, path: Path) -> bytes:

@@ -11,12 +11,9 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +26,6 @@ pytestmark = pytest.mark.anyio
 NOBODY = 65534
 TOKEN_KEY = "agent_channel.token"
 SECRET = "SECRET-PROMPT-7f3a"
-
-
-@pytest.fixture
-def open_dir() -> Iterator[Path]:
-    """A directory uid 65534 can pass through (pytest's tmp dirs are root-only)."""
-    path = Path(tempfile.mkdtemp(prefix="acp-sec-", dir="/tmp"))
-    path.chmod(0o711)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def as_other_uid(path: str, payload: bytes) -> str:
