@@ -102,6 +102,8 @@ class ScriptedModel:
         self._script = script
         self._next = 0
         self._ids = 0
+        self._counted: list[tuple[ChatMessage, int]] = []
+        """Word counts of the last input, reused while its messages come back unchanged."""
 
     async def generate(
         self,
@@ -137,7 +139,7 @@ class ScriptedModel:
         message = ChatMessageAssistant(
             id=stream.message_id, content=content, tool_calls=calls, model=self.name
         )
-        words_in = sum(len(m.text.split()) for m in messages)
+        words_in = self._words(messages)
         words_out = len(step.content.split()) + len((step.reasoning or "").split()) + len(calls)
         usage = Usage(
             input_tokens=words_in, output_tokens=words_out, total_tokens=words_in + words_out
@@ -156,6 +158,20 @@ class ScriptedModel:
         item = script[self._next]
         self._next += 1
         return item
+
+    def _words(self, messages: Sequence[ChatMessage]) -> int:
+        """Input "tokens": words of every message. A run sends the same messages again plus a
+        few new ones, so the counts of the unchanged prefix are reused (messages are frozen):
+        a long conversation does not make each call cost its whole length in splitting."""
+        counted = self._counted  # never mutated: a model shared across threads stays right
+        same = 0
+        for (old, _), new in zip(counted, messages, strict=False):
+            if old is not new:
+                break
+            same += 1
+        counted = counted[:same] + [(m, len(m.text.split())) for m in messages[same:]]
+        self._counted = counted
+        return sum(n for _, n in counted)
 
     def _with_id(self, c: ToolCall) -> ToolCall:
         if c.id:
