@@ -74,15 +74,20 @@ def serving(rt: Path, *args: str, **extra_env: str) -> Iterator[Serving]:
         assert line, f"serve did not start (exit status {proc.poll()})"
         yield Serving(proc, json.loads(line), rt)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(GUARD)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(GUARD)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM a `serve` still running (killed past the guard) and close its stdout."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(GUARD)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(GUARD)
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def first_line(proc: subprocess.Popen[str]) -> str:

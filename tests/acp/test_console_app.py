@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -27,7 +26,7 @@ pytest.importorskip(
 from agent_channel_acp._console._app import Console
 from agent_channel_acp._console._widgets import EntryView, Picker
 from conftest import GUARD, HERE, agent_env
-from serving import executions
+from serving import executions, stop
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
@@ -62,18 +61,6 @@ def serving(
         yield proc
     finally:
         stop(proc)
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(GUARD)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(GUARD)
-    if proc.stdout is not None:
-        proc.stdout.close()
 
 
 @pytest.fixture

@@ -309,6 +309,25 @@ def load_factory(spec: str) -> Callable[..., Any]:
     return obj
 
 
+def _agent_and_log(
+    args: argparse.Namespace, command: str, demo: str
+) -> tuple[str, Callable[..., Any], Callable[[float], None]]:
+    """What ``stdio`` and ``serve`` share before they run: the agent's spec and factory (one
+    line and exit 2 if neither ``--agent`` nor ``--demo``), then logging started."""
+    if not (args.agent or args.demo):
+        fail(
+            f"{command}: one of --agent MODULE:FACTORY or --demo is required "
+            f"(see agent-channel-acp {command} --help)",
+            2,
+        )
+    level = args.log_level if args.log_level is not None else _env_log_level()
+    spec = demo if args.demo else args.agent
+    factory = _load_or_fail(spec, demo=args.demo)
+    from ._logging import start_logging
+
+    return spec, factory, start_logging(level, sys.stderr)
+
+
 def _load_or_fail(spec: str, *, demo: bool) -> Callable[..., Any]:
     """:func:`load_factory`, or exit with one line saying what is wrong and where."""
     try:
@@ -374,19 +393,7 @@ def _main(argv: Sequence[str] | None) -> None:
         from ._console import attach_main
 
         sys.exit(attach_main(args.target, observe=args.observe))
-    if not (args.agent or args.demo):
-        fail(
-            "stdio: one of --agent MODULE:FACTORY or --demo is required "
-            "(see agent-channel-acp stdio --help)",
-            2,
-        )
-    level = args.log_level if args.log_level is not None else _env_log_level()
-    spec = DEMO if args.demo else args.agent
-    factory = _load_or_fail(spec, demo=args.demo)
-
-    from ._logging import start_logging
-
-    stop_logging = start_logging(level, sys.stderr)
+    _, factory, stop_logging = _agent_and_log(args, "stdio", DEMO)
     from ._server import AcpServer
     from ._stdio import run_stdio
 
@@ -427,20 +434,9 @@ def _verb(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> NoReturn:
-    if not (args.agent or args.demo):
-        fail(
-            "serve: one of --agent MODULE:FACTORY or --demo is required "
-            "(see agent-channel-acp serve --help)",
-            2,
-        )
-    level = args.log_level if args.log_level is not None else _env_log_level()
-    spec = DEMO_TASK if args.demo else args.agent
-    factory = _load_or_fail(spec, demo=args.demo)
-
-    from ._logging import start_logging
-
     stderr = sys.stderr
-    stop_logging = start_logging(level, stderr)  # sys.stderr is the log's queue from here
+    spec, factory, stop_logging = _agent_and_log(args, "serve", DEMO_TASK)
+    # sys.stderr is the log's queue from here
     from ._serve import ServeError, serve_command
 
     try:
