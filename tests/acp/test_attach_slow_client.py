@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-from attach_harness import bound, card_status, serving, tool_ids
+from attach_harness import bound, card_status, parked, serving, status, tool_ids
 from conftest import GUARD
 
 pytestmark = pytest.mark.anyio
@@ -72,4 +72,44 @@ async def test_attach_slow_client_is_dropped_with_a_reason_and_reattaches() -> N
                 update = (f.get("params") or {}).get("update") or {}
                 if (update.get("content") or {}).get("text") == "after":
                     break
+        writer.close()
+
+
+async def test_attach_an_answer_never_overtakes_the_updates_before_it() -> None:
+    """A client that reads slowly asks ``list`` after a turn ended: the answer comes after
+    every update of that turn, not ahead of the ones still queued for it (a script that
+    saw "waiting for operator" read a transcript without the turn that led there)."""
+    async with serving("--backlog-limit", str(64 << 20), "--input", "say=ready") as server:
+        reader, writer = await server.raw()
+        await send(writer, 1, "initialize", {"protocolVersion": 1})
+        await send(writer, 2, "session/new", {"cwd": "/", "mcpServers": []})
+        c, sid = await bound(server)
+        with anyio.fail_after(GUARD):
+            while (await c.ext("list"))["executions"][0]["clients"] < 2:
+                await anyio.lowlevel.checkpoint()  # only the server sees it: poll
+        writer.transport.pause_reading()  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+        await c.prompt(sid, "big=4000000")  # fills its socket and the server's buffer
+        await parked(c)
+        await c.prompt(sid, "quick")  # queued for it behind that
+        await c.until(lambda: "the tool is done" in c.rec.texts(sid))
+        await parked(c)  # the turn is over; the slow client has all of it still to read
+        await send(writer, 9, "_agent_channel/list", {})
+        await send(
+            writer,
+            10,
+            "session/prompt",
+            {"sessionId": sid, "prompt": [{"type": "text", "text": "say=marker"}]},
+        )
+        await c.until(lambda: "marker" in c.rec.texts(sid))  # both were answered by now
+        writer.transport.resume_reading()  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+        before: list[dict[str, Any]] = []
+        with anyio.fail_after(GUARD):
+            while (f := json.loads(await reader.readline())).get("id") != 9:
+                before.append(f)
+        assert f["result"]["executions"][0]["status"] == "waiting for operator"
+        updates = [x["params"]["update"] for x in before if x.get("method") == "session/update"]
+        texts = "".join(
+            u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"
+        )
+        assert "the tool is done" in texts  # the turn came first
         writer.close()

@@ -333,7 +333,7 @@ class _Client:
         except ChannelClosed:
             raise not_attachable(session_id) from None
         hub.prompted(binding)
-        hub.flush()  # the queue's update goes out before the answer
+        await self._caught_up()  # the queue's update goes out before the answer
         # A7: the agent reads it at its boundary; the id is the one the queue lists (A25)
         return PromptResponse(stop_reason="end_turn", field_meta={f"{META}messageId": message_id})
 
@@ -366,10 +366,19 @@ class _Client:
             raise RequestError.method_not_found(f"_{method}")
         if not isinstance(params, dict):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise RequestError.invalid_params({"reason": "params must be an object"})
-        return await handler(self, params)
+        result = await handler(self, params)
+        await self._caught_up()
+        return result
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         log.info("ignoring extension notification _%s", method)
+
+    async def _caught_up(self) -> None:
+        """Wait until every update sent to this connection's sessions so far is written:
+        an answer never overtakes them (a client that reads "waiting for operator" has
+        the turn that led there, even when its stream is backed up)."""
+        for binding in list(self._bindings.values()):
+            await binding.flush()
 
     # -- extension requests ------------------------------------------------------------
 
@@ -407,7 +416,6 @@ class _Client:
         hub = self._target(params)
         message_id = _string(params, "messageId")
         withdrawn = hub.withdraw(message_id)
-        hub.flush()
         return {"withdrawn": withdrawn}
 
     async def _cancel_tool_call(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -420,7 +428,6 @@ class _Client:
         except RequestError:
             return {"cancelled": False}  # gone
         cancelled = hub.cancel_tool_call(tool_call_id)
-        hub.flush()
         return {"cancelled": cancelled}
 
     async def _end(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -442,7 +449,6 @@ class _Client:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(5.0):
                     await hub.ended.wait()
-        hub.flush()
         return {}
 
     # -- plumbing ----------------------------------------------------------------------
