@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-from attach_harness import bound, card_status, parked, serving, status, tool_ids
+from attach_harness import bound, card_status, parked, serving, tool_ids
 from conftest import GUARD
 
 pytestmark = pytest.mark.anyio
