@@ -483,3 +483,55 @@ async def test_s13_load_replays_the_conversation_then_answers(agent: Agent) -> N
     with anyio.fail_after(GUARD), pytest.raises(RequestError) as e:
         await agent.conn.load_session(cwd="/", session_id="nope", mcp_servers=[])
     assert e.value.code == -32002
+
+
+async def test_s14_a_prompt_past_the_channel_limit_is_refused_and_the_session_goes_on() -> None:
+    """The channel holds at most MAX_QUEUED unread items: while the agent sits in a tool,
+    the prompt after that many gets a JSON-RPC error at once, the queued ones are still
+    answered (cancelled here), and the session takes prompts again."""
+    from agent_channel._channel import MAX_QUEUED
+    from conftest import raw_agent
+
+    proc = await raw_agent()
+    assert proc.stdin and proc.stdout
+
+    def send(msg: dict[str, Any]) -> None:
+        assert proc.stdin
+        proc.stdin.write((json.dumps({"jsonrpc": "2.0", **msg}) + "\n").encode())
+
+    async def reply(msg_id: int) -> dict[str, Any]:
+        assert proc.stdout
+        while True:
+            frame = json.loads(await proc.stdout.readline())
+            if frame.get("id") == msg_id:
+                return frame
+            if "id" in frame and "result" in frame:
+                answers.append(frame["result"]["stopReason"])
+
+    def prompt(msg_id: int, text: str) -> None:
+        params = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+        send({"id": msg_id, "method": "session/prompt", "params": params})
+
+    answers: list[str] = []
+    with anyio.fail_after(GUARD * 3):
+        send({"id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+        await reply(1)
+        send({"id": 2, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}})
+        sid = (await reply(2))["result"]["sessionId"]
+        prompt(3, "block it")
+        while "tool_call" not in (await proc.stdout.readline()).decode():
+            pass  # the agent is in the tool: it reads nothing until it is stopped
+        for i in range(MAX_QUEUED):
+            prompt(10 + i, f"m{i}")
+        prompt(9, "one too many")
+        refused = await reply(9)
+        assert refused["error"]["code"] == -32600
+        assert "items already wait undrained" in refused["error"]["data"]["reason"]
+        send({"method": "session/cancel", "params": {"sessionId": sid}})
+        await reply(10 + MAX_QUEUED - 1)
+        await reply(3)
+        assert answers == ["cancelled"] * (MAX_QUEUED - 1)  # every queued one, answered
+        prompt(4, "hello")
+        assert (await reply(4))["result"]["stopReason"] == "end_turn"
+        proc.stdin.close()
+        assert await proc.wait() == 0

@@ -33,7 +33,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("eager_thread_switches"
 CYCLES = int(os.environ.get("HAMMER_CYCLES", "3000"))
 
 
-
 def spin(n: int) -> None:
     """Busy work of random length: widens the windows the races live in."""
     for _ in range(n):
@@ -143,7 +142,7 @@ async def _post_while_closing(delay: int) -> None:
     accepted: list[str] = []
     finished: list[ExecutionFinished] = []
     started, done = threading.Event(), threading.Event()
-    async with open_channel() as ch:
+    async with open_channel(max_queued=1 << 40) as ch:  # the close, not the limit, refuses
         ref = ch.ref()
         ref.subscribe(lambda ev: finished.append(ev) if isinstance(ev, ExecutionFinished) else None)
         ch.drain()
@@ -255,7 +254,6 @@ async def test_threads_hammering_post_interrupt_withdraw_deliver_every_item_exac
 
 def _ids(items: list[ChannelItem]) -> list[str]:
     return [i.id for i in items]
-
 
 
 class _PausingQueue(deque[ChannelItem]):

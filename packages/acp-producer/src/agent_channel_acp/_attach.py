@@ -39,12 +39,19 @@ from acp.schema import (
     PromptResponse,
     ToolCallUpdate,
 )
-from agent_channel import AgentRef, ChannelClosed, ChatMessage, ChatMessageAssistant, open_channel
+from agent_channel import (
+    AgentRef,
+    ChannelClosed,
+    ChannelFull,
+    ChatMessage,
+    ChatMessageAssistant,
+    open_channel,
+)
 
 from . import _debug as debug
 from . import _mapping as m
 from ._binding import Binding
-from ._hub import META, Hub, not_attachable
+from ._hub import META, Hub, not_attachable, queue_full
 from ._outbox import RUN_MAX
 from ._server import initialize_response, not_found, shadowed_names
 from ._session import BACKLOG_LIMIT
@@ -332,6 +339,8 @@ class _Client:
             message_id = hub.post(content, text, self.name)
         except ChannelClosed:
             raise not_attachable(session_id) from None
+        except ChannelFull as e:
+            raise queue_full(session_id, e) from None
         hub.prompted(binding)
         await self._caught_up()  # the queue's update goes out before the answer
         # A7: the agent reads it at its boundary; the id is the one the queue lists (A25)

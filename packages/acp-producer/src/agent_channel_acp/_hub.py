@@ -32,6 +32,7 @@ from acp.utils import serialize_params
 from agent_channel import (
     AgentRef,
     AwaitingInput,
+    ChannelFull,
     ChatMessage,
     ChatMessageAssistant,
     ChatMessageSystem,
@@ -75,6 +76,9 @@ REPLAY = 100
 """Updates the ring keeps for replay by default (A6)."""
 REPLAY_BYTES = 2 * 1024 * 1024
 """Bytes of updates the ring keeps at most, whatever ``replay`` says (its oldest go first)."""
+QUEUE_LIMIT = 256
+"""Operator messages one execution holds unread in attach mode (every queue update lists
+them all); a prompt past it is refused with a reason."""
 QUEUE_TEXT = 2000
 """Characters of a queued message's text that ``_agent_channel/queue`` shows."""
 CARDS_KEPT = 1024
@@ -323,7 +327,10 @@ class Hub:
     # -- operator requests -------------------------------------------------------------
 
     def post(self, content: Any, text: str, client: str) -> str:
-        """Queue an operator message (A7); raises ``ChannelClosed`` when the execution ended."""
+        """Queue an operator message (A7); raises ``ChannelClosed`` when the execution ended,
+        ``ChannelFull`` while ``QUEUE_LIMIT`` messages (or the channel's own limit) wait."""
+        if len(self.queue) >= QUEUE_LIMIT:
+            raise ChannelFull(f"{QUEUE_LIMIT} operator messages already wait unread")
         item = UserMessage(content, source="operator")
         self.queue[item.id] = Queued(item.id, text[:QUEUE_TEXT], client, time.time())
         try:
@@ -762,6 +769,12 @@ def _size(update: dict[str, Any]) -> int:
 
 def _text_size(msg: ChatMessage) -> int:
     return len(msg.text)
+
+
+def queue_full(session_id: str, error: ChannelFull) -> RequestError:
+    """A prompt the execution cannot take yet: too many wait unread (its own limit)."""
+    reason = f"the agent has not read the messages already queued ({error}); send again later"
+    return RequestError.invalid_request({"reason": reason, "sessionId": session_id})
 
 
 def not_attachable(session_id: str) -> RequestError:

@@ -41,6 +41,7 @@ from agent_channel import (
     AwaitingInput,
     Cancel,
     ChannelClosed,
+    ChannelFull,
     ChatMessage,
     ChatMessageTool,
     ChatMessageUser,
@@ -56,7 +57,7 @@ from agent_channel import (
 )
 
 from . import _mapping as m
-from ._hub import Chunk, Hub, Live
+from ._hub import Chunk, Hub, Live, queue_full
 from ._outbox import Outbox, Shed, Text
 
 log = logging.getLogger("agent_channel_acp")
@@ -290,8 +291,11 @@ class Session:
         self._own.add(item.id)
         try:
             ref.post(item)
-        except ChannelClosed:
+        except (ChannelClosed, ChannelFull) as e:
             del self._pending[item.id], self._queued[item.id]
+            self._own.take(item.id)
+            if isinstance(e, ChannelFull):
+                raise queue_full(self.id, e) from None
             raise RequestError.invalid_request({"reason": FINISHED, "sessionId": self.id}) from None
         return await p.future
 

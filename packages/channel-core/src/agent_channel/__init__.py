@@ -36,7 +36,7 @@ if TYPE_CHECKING:
         content_text,
     )
     from ._conversation import Conversation, ModelCall, ToolRun
-    from ._errors import AgentInterrupted, ChannelClosed, NotOwner
+    from ._errors import AgentInterrupted, ChannelClosed, ChannelFull, NotOwner
     from ._events import (
         AwaitingInput,
         ExecutionEvent,
@@ -82,6 +82,7 @@ __all__ = [
     "Cancel",
     "CancelReason",
     "ChannelClosed",
+    "ChannelFull",
     "ChannelItem",
     "ChatMessage",
     "ChatMessageAssistant",
@@ -152,7 +153,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "content_text",
     ),
     "_conversation": ("Conversation", "ModelCall", "ToolRun"),
-    "_errors": ("AgentInterrupted", "ChannelClosed", "NotOwner"),
+    "_errors": ("AgentInterrupted", "ChannelClosed", "ChannelFull", "NotOwner"),
     "_events": (
         "AwaitingInput",
         "ExecutionEvent",

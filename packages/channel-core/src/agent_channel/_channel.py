@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
-from ._errors import AgentInterrupted, ChannelClosed, NotOwner, describe
+from ._errors import AgentInterrupted, ChannelClosed, ChannelFull, NotOwner, describe
 from ._items import Cancel, ChannelItem
 from ._loop import LoopHandle
 from ._regions import NullRegion, Region
@@ -32,6 +32,10 @@ if TYPE_CHECKING:  # the event models are imported where the first event is buil
     from ._messages import ChatMessage, ToolCall
 
 _isa = type.__instancecheck__
+
+MAX_QUEUED = 10_000
+"""Undrained items a channel holds (Cancels counted apart) unless ``open_channel`` says
+otherwise: past it ``post`` raises :class:`ChannelFull` and an interrupt adds nothing."""
 """``isinstance`` for the hot paths: a pydantic class's own goes through the (slower) ABC check."""
 
 # Field-less events are immutable: one shared instance each, built when first published.
@@ -80,6 +84,7 @@ class AgentChannel:
         "_live",
         "_lock",
         "_loop",
+        "_max_queued",
         "_owner",
         "_queue",
         "_reachable",
@@ -96,7 +101,10 @@ class AgentChannel:
         "turn_state",
     )
 
-    def __init__(self, *, approver: Approver | None = None) -> None:
+    def __init__(self, *, approver: Approver | None = None, max_queued: int = MAX_QUEUED) -> None:
+        if type(max_queued) is not int or max_queued < 1:
+            raise ValueError(f"max_queued must be an int of at least 1, not {max_queued!r}")
+        self._max_queued = max_queued
         self._queue: deque[ChannelItem] = deque()
         self._lock = threading.Lock()  # every change to the queue, so withdraw/close are atomic
         self._cancels = 0  # Cancels in the queue (changed under the lock)
@@ -127,7 +135,9 @@ class AgentChannel:
         """Queue ``item`` for the consumer's next :meth:`drain`. Safe from any thread.
 
         Raises :class:`ChannelClosed` once the execution finished: an item is either
-        refused here or reaches the consumer or ``ExecutionFinished.undelivered``.
+        refused here or reaches the consumer or ``ExecutionFinished.undelivered``. Raises
+        :class:`ChannelFull` while ``max_queued`` items wait undrained (a Cancel past that
+        many waiting Cancels is dropped instead: those already stop the turn).
         """
         if not _isa(ChannelItem, item):
             raise TypeError(f"post() takes a ChannelItem such as UserMessage, not {_kind(item)}")
@@ -136,9 +146,16 @@ class AgentChannel:
         try:
             if self._closed:
                 raise ChannelClosed(f"execution finished; {item.type} {item.id} not delivered")
-            self._queue.append(item)
             if _isa(Cancel, item):
+                if self._cancels >= self._max_queued:
+                    return
                 self._cancels += 1
+            elif len(self._queue) - self._cancels >= self._max_queued:
+                raise ChannelFull(
+                    f"{self._max_queued} items already wait undrained (the channel's limit); "
+                    f"{item.type} {item.id} not queued"
+                )
+            self._queue.append(item)
         finally:
             lock.release()
         waiter = self._waiter
@@ -150,7 +167,8 @@ class AgentChannel:
 
         With no scope bound the cancel waits: the next :meth:`scope` entered raises at
         once, unless a :meth:`drain` takes it first. On a finished execution there is
-        nothing to stop and it does nothing.
+        nothing to stop and it does nothing; with ``max_queued`` Cancels already waiting,
+        neither (they stop the turn).
         """
         if cancel is None:
             cancel = Cancel()
@@ -160,7 +178,7 @@ class AgentChannel:
         lock = self._lock
         lock.acquire()
         try:
-            if self._closed:
+            if self._closed or self._cancels >= self._max_queued:
                 return
             self._queue.append(cancel)
             self._cancels += 1
@@ -611,8 +629,9 @@ class AgentRef:
     def post(self, item: ChannelItem) -> None:
         """Queue a cooperative item for the consumer's next boundary.
 
-        Raises :class:`ChannelClosed` once the execution finished, and
-        :class:`TypeError` for anything but a :class:`ChannelItem`.
+        Raises :class:`ChannelClosed` once the execution finished, :class:`ChannelFull`
+        while the channel's limit of undrained items waits, and :class:`TypeError` for
+        anything but a :class:`ChannelItem`.
         """
         self._channel.post(item)
 
@@ -776,15 +795,18 @@ def agent_channel() -> AgentChannel:
 
 
 @asynccontextmanager
-async def open_channel(*, approver: Approver | None = None) -> AsyncGenerator[AgentChannel, None]:
+async def open_channel(
+    *, approver: Approver | None = None, max_queued: int = MAX_QUEUED
+) -> AsyncGenerator[AgentChannel, None]:
     """Start an execution: a fresh channel, ambient for the block.
 
     Tasks started inside the block inherit it (contextvars are copied at task
     creation). A runtime that starts a detached child execution calls
     ``open_channel()`` again inside the child's task, so the child gets its own.
-    On exit the channel closes and publishes :class:`ExecutionFinished`.
+    On exit the channel closes and publishes :class:`ExecutionFinished`. At most
+    ``max_queued`` items wait undrained (see :meth:`AgentChannel.post`).
     """
-    channel = AgentChannel(approver=approver)
+    channel = AgentChannel(approver=approver, max_queued=max_queued)
     token = _current.set(channel)
     error: BaseException | None = None
     try:

@@ -25,6 +25,14 @@ class ChannelClosed(RuntimeError):
     """The execution behind this channel has finished; the item was not delivered."""
 
 
+class ChannelFull(RuntimeError):
+    """The channel already holds its limit of undrained items; this one was not queued.
+
+    The consumer is not reaching its boundaries (a long tool call, a stuck model): the
+    producer keeps the item and may retry after the next drain, or tell its client.
+    """
+
+
 class NotOwner(RuntimeError):
     """A consumer-side call came from a task that does not own the channel."""
 
