@@ -485,11 +485,11 @@ async def test_s13_load_replays_the_conversation_then_answers(agent: Agent) -> N
     assert e.value.code == -32002
 
 
-async def test_s14_a_prompt_past_the_channel_limit_is_refused_and_the_session_goes_on() -> None:
-    """The channel holds at most MAX_QUEUED unread items: while the agent sits in a tool,
-    the prompt after that many gets a JSON-RPC error at once, the queued ones are still
-    answered (cancelled here), and the session takes prompts again."""
-    from agent_channel._channel import MAX_QUEUED
+async def test_s14_a_request_past_the_in_flight_limit_is_refused_and_the_session_goes_on() -> None:
+    """At most MAX_IN_FLIGHT requests of a connection wait for their answer (a prompt waits
+    for its turn): while the agent sits in a tool, the next prompt gets a JSON-RPC error at
+    once, the waiting ones are still answered (cancelled here), and prompts work again."""
+    from agent_channel_acp._transport import MAX_IN_FLIGHT
     from conftest import raw_agent
 
     proc = await raw_agent()
@@ -521,16 +521,16 @@ async def test_s14_a_prompt_past_the_channel_limit_is_refused_and_the_session_go
         prompt(3, "block it")
         while "tool_call" not in (await proc.stdout.readline()).decode():
             pass  # the agent is in the tool: it reads nothing until it is stopped
-        for i in range(MAX_QUEUED):
+        for i in range(MAX_IN_FLIGHT - 1):  # with "block it", the limit
             prompt(10 + i, f"m{i}")
         prompt(9, "one too many")
         refused = await reply(9)
-        assert refused["error"]["code"] == -32600
-        assert "items already wait undrained" in refused["error"]["data"]["reason"]
+        assert refused["error"]["code"] == -32603
+        assert f"{MAX_IN_FLIGHT} requests of this connection" in refused["error"]["data"]["reason"]
         send({"method": "session/cancel", "params": {"sessionId": sid}})
-        await reply(10 + MAX_QUEUED - 1)
+        await reply(10 + MAX_IN_FLIGHT - 2)
         await reply(3)
-        assert answers == ["cancelled"] * (MAX_QUEUED - 1)  # every queued one, answered
+        assert answers == ["cancelled"] * (MAX_IN_FLIGHT - 2)  # every waiting one, answered
         prompt(4, "hello")
         assert (await reply(4))["result"]["stopReason"] == "end_turn"
         proc.stdin.close()

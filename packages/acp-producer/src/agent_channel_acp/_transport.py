@@ -20,6 +20,9 @@ Bounds and edges, all handled here so the SDK never logs a traceback for them:
   id (two ``"id": null``, a client that reuses ids) are still answered once each, and
   the hooks that watch responses (a session may speak once its ``session/new`` answer
   is out) find the right request.
+- At most :data:`MAX_IN_FLIGHT` requests of one connection wait for their answer (a stdio
+  prompt waits for its turn); the next one is answered -32603 at once, with
+  ``data.reason`` naming the limit, and never reaches the SDK.
 - A notification the agent has no handler for (or a ``session/cancel`` without
   a session id) is one warning line, not the SDK's traceback.
 - End of input does not cut off requests already read: the end is reported to
@@ -50,6 +53,9 @@ request was written."""
 
 MAX_FRAME = 8 << 20
 """Longest incoming frame in bytes (8 MiB), newline excluded."""
+
+MAX_IN_FLIGHT = 1024
+"""Requests of one connection waiting for their answer before the next is refused."""
 
 NOTIFICATIONS = frozenset({"session/cancel"})
 """Client notifications the agent handles (``_``-prefixed extensions pass too)."""
@@ -256,6 +262,14 @@ class LineTransport:
                 if clash:
                     log.warning("ignoring _meta keys that shadow parameters: %s", sorted(clash))
                     params["_meta"] = {k: v for k, v in meta.items() if k not in clash}  # pyright: ignore[reportUnknownVariableType]
+        if has_id and len(self._unanswered) >= MAX_IN_FLIGHT:
+            log.warning("refusing a request: %d already wait for their answer", MAX_IN_FLIGHT)
+            reason = (
+                f"{MAX_IN_FLIGHT} requests of this connection already wait for their answer "
+                "(the limit); send again once some are answered"
+            )
+            await self._reject(msg_id, -32603, "Internal error", {"reason": reason})
+            return None
         if has_id:  # the SDK sees an id of ours, unique; the response gets the client's back
             self._next_id += 1
             ours = self._next_id
