@@ -10,6 +10,7 @@ otherwise pipe stderr and never read it).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import socket
@@ -68,6 +69,31 @@ async def raw_agent(env: dict[str, str] | None = None, **kwargs: Any) -> asyncio
         env=agent_env() if env is None else env,
         **kwargs,
     )
+
+
+@dataclass
+class RawPipe:
+    """Frames written and read by hand on a :func:`raw_agent`'s pipes."""
+
+    proc: asyncio.subprocess.Process
+    frames: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    """Every frame read so far, in wire order."""
+
+    def send(self, msg: dict[str, Any]) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.write((json.dumps({"jsonrpc": "2.0", **msg}) + "\n").encode())
+
+    async def read(self) -> dict[str, Any]:
+        assert self.proc.stdout
+        frame = json.loads(await self.proc.stdout.readline())
+        self.frames.append(frame)
+        return frame
+
+    async def reply(self, msg_id: int) -> dict[str, Any]:
+        """Read up to the response to ``msg_id``."""
+        while (frame := await self.read()).get("id") != msg_id:
+            pass
+        return frame
 
 
 @pytest.fixture

@@ -407,24 +407,12 @@ async def test_s11_images_and_resources_reach_the_model(agent: Agent) -> None:
 
 
 async def test_s12_stdout_carries_only_frames_and_eof_exits_zero() -> None:
-    from conftest import agent_env, raw_agent
+    from conftest import RawPipe, agent_env, raw_agent
 
     proc = await raw_agent(agent_env(AGENT_CHANNEL_ACP_LOG="DEBUG"), stderr=asyncio.subprocess.PIPE)
     assert proc.stdin and proc.stdout and proc.stderr
-
-    def send(msg: dict[str, Any]) -> None:
-        assert proc.stdin
-        proc.stdin.write((json.dumps({"jsonrpc": "2.0", **msg}) + "\n").encode())
-
-    async def reply(msg_id: int) -> dict[str, Any]:
-        assert proc.stdout
-        while True:
-            frame = json.loads(await proc.stdout.readline())
-            frames.append(frame)
-            if frame.get("id") == msg_id:
-                return frame
-
-    frames: list[dict[str, Any]] = []
+    pipe = RawPipe(proc)
+    send, reply, frames = pipe.send, pipe.reply, pipe.frames
     with anyio.fail_after(GUARD):
         send({"id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
         await reply(1)
@@ -490,36 +478,22 @@ async def test_s14_a_request_past_the_in_flight_limit_is_refused_and_the_session
     for its turn): while the agent sits in a tool, the next prompt gets a JSON-RPC error at
     once, the waiting ones are still answered (cancelled here), and prompts work again."""
     from agent_channel_acp._transport import MAX_IN_FLIGHT
-    from conftest import raw_agent
+    from conftest import RawPipe, raw_agent
 
-    proc = await raw_agent()
-    assert proc.stdin and proc.stdout
-
-    def send(msg: dict[str, Any]) -> None:
-        assert proc.stdin
-        proc.stdin.write((json.dumps({"jsonrpc": "2.0", **msg}) + "\n").encode())
-
-    async def reply(msg_id: int) -> dict[str, Any]:
-        assert proc.stdout
-        while True:
-            frame = json.loads(await proc.stdout.readline())
-            if frame.get("id") == msg_id:
-                return frame
-            if "id" in frame and "result" in frame:
-                answers.append(frame["result"]["stopReason"])
+    pipe = RawPipe(await raw_agent())
+    send, reply = pipe.send, pipe.reply
 
     def prompt(msg_id: int, text: str) -> None:
         params = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
         send({"id": msg_id, "method": "session/prompt", "params": params})
 
-    answers: list[str] = []
     with anyio.fail_after(GUARD * 3):
         send({"id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
         await reply(1)
         send({"id": 2, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}})
         sid = (await reply(2))["result"]["sessionId"]
         prompt(3, "block it")
-        while "tool_call" not in (await proc.stdout.readline()).decode():
+        while "toolCallId" not in json.dumps(await pipe.read()):
             pass  # the agent is in the tool: it reads nothing until it is stopped
         for i in range(MAX_IN_FLIGHT - 1):  # with "block it", the limit
             prompt(10 + i, f"m{i}")
@@ -528,10 +502,11 @@ async def test_s14_a_request_past_the_in_flight_limit_is_refused_and_the_session
         assert refused["error"]["code"] == -32603
         assert f"{MAX_IN_FLIGHT} requests of this connection" in refused["error"]["data"]["reason"]
         send({"method": "session/cancel", "params": {"sessionId": sid}})
-        await reply(10 + MAX_IN_FLIGHT - 2)
         await reply(3)
-        assert answers == ["cancelled"] * (MAX_IN_FLIGHT - 2)  # every waiting one, answered
+        answers = [f["result"]["stopReason"] for f in pipe.frames if f.get("id", 0) >= 10]
+        assert answers == ["cancelled"] * (MAX_IN_FLIGHT - 1)  # every waiting one, answered
         prompt(4, "hello")
         assert (await reply(4))["result"]["stopReason"] == "end_turn"
-        proc.stdin.close()
-        assert await proc.wait() == 0
+        assert pipe.proc.stdin
+        pipe.proc.stdin.close()
+        assert await pipe.proc.wait() == 0
