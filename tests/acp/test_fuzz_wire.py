@@ -300,8 +300,10 @@ def fuzz_serve(tmp: Path, examples: int, *, tcp: bool) -> Figures:
         async def count_fds() -> int:
             return fds(target.proc.pid)
 
+        # "before" may still count the socket of the debug request just answered (the
+        # server closes it a loop step after the client does), so it is an upper bound.
         figures.after["fds"] = run(
-            poll(count_fds, lambda f: f == figures.before["fds"], "file descriptors leaked")
+            poll(count_fds, lambda f: f <= figures.before["fds"], "file descriptors leaked")
         )
         run(sdk_turns_attach(target, execution["id"]))
         assert target.alive
