@@ -32,11 +32,11 @@ if TYPE_CHECKING:  # the event models are imported where the first event is buil
     from ._messages import ChatMessage, ToolCall
 
 _isa = type.__instancecheck__
+"""``isinstance`` for the hot paths: a pydantic class's own goes through the (slower) ABC check."""
 
 MAX_QUEUED = 10_000
 """Undrained items a channel holds (Cancels counted apart) unless ``open_channel`` says
 otherwise: past it ``post`` raises :class:`ChannelFull` and an interrupt adds nothing."""
-"""``isinstance`` for the hot paths: a pydantic class's own goes through the (slower) ABC check."""
 
 # Field-less events are immutable: one shared instance each, built when first published.
 _turn_started_event: TurnStarted | None = None
