@@ -183,3 +183,34 @@ def test_a26_failures_are_one_line_with_a_non_zero_exit(rt: Path) -> None:
         one_line_failure(ctl(rt, "send", a, "   "), "empty")
         usage = ctl(rt, "cancel-tool", a)
         assert usage.returncode == 2 and len(usage.stderr.strip().splitlines()) == 1
+
+
+def test_a26_the_verbs_do_not_import_the_acp_sdk(rt: Path) -> None:
+    """A verb is a fresh process each time: importing the SDK (~1 s of schema building) would
+    be most of it, so the verbs speak their few methods without it."""
+    import subprocess
+    import sys
+
+    from serving import env
+
+    script = (
+        "import runpy, sys\n"
+        "sys.argv = ['agent-channel-acp', *sys.argv[1:]]\n"
+        "try:\n"
+        "    runpy.run_module('agent_channel_acp', run_name='__main__')\n"
+        "except SystemExit as e:\n"
+        "    code = e.code\n"
+        "print('sdk imported' if 'acp' in sys.modules else 'no sdk', code, file=sys.stderr)\n"
+    )
+    with serving(rt, *AGENT, "--input", "block it") as served:
+        (target,) = served.ids()
+        for verb in (["ls"], ["send", target, "hello"], ["queue", target], ["cancel", target]):
+            run = subprocess.run(
+                [sys.executable, "-c", script, *verb],
+                env=env(rt),
+                capture_output=True,
+                text=True,
+                cwd=HERE,
+                timeout=GUARD,
+            )
+            assert run.stderr.strip().endswith("no sdk 0"), (verb, run.stderr)

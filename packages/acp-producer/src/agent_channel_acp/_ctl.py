@@ -1,8 +1,9 @@
 """The shell verbs (A26): thin ACP clients of a running ``serve`` process.
 
 Each verb finds the live servers in the discovery directory, connects to
-them with the SDK's client side (no second protocol), asks, prints, and
-leaves. TARGET is an execution id, a unique prefix of one, or nothing when
+them as an ACP client (no second protocol; the few methods a verb needs are
+spoken by :mod:`._rpc`, so a verb does not pay for importing the SDK), asks,
+prints, and leaves. TARGET is an execution id, a unique prefix of one, or nothing when
 exactly one execution is served. Output is one readable line (or a short
 block) by default and JSON with ``--json``; a failure is a :class:`CtlError`
 that the CLI prints as one line with a non-zero exit.
@@ -22,14 +23,14 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, NoReturn, TextIO, cast
-
-from acp import RequestError, text_block
-from acp.client.connection import ClientSideConnection
-from acp.schema import Implementation
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
 from ._discovery import Record, RuntimeDirError, live_records, runtime_dir
 from ._listen import TOKEN_KEY
+from ._rpc import RpcClient, RpcError
+
+if TYPE_CHECKING:
+    from acp.client.connection import ClientSideConnection
 
 ASK_SECONDS = 10.0
 """How long one request to a server may take before the verb gives up on it."""
@@ -43,31 +44,50 @@ class CtlError(Exception):
 
 
 class _Quiet:
-    """The verbs' ACP client: ignores the stream, never answers a permission request."""
+    """The console's default ACP client: ignores the stream, never answers a permission
+    request (it waits until we leave, and the server asks another driver)."""
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         return None
 
     async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
-        await asyncio.Event().wait()  # until we leave: the server asks another driver
+        await asyncio.Event().wait()
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         return None
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        from acp import RequestError
+
         raise RequestError.method_not_found(f"_{method}")
 
 
 @dataclass
 class Server:
-    """A connected, initialized server and what it serves."""
+    """A connected, initialized server and what it serves (the verbs' side)."""
+
+    record: Record
+    conn: RpcClient
+    executions: list[dict[str, Any]]
+
+    async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return await _ask(self.conn.request("_" + EXT + method, params))
+
+
+@dataclass
+class Linked:
+    """A connected, initialized server over the SDK's client side (the console's)."""
 
     record: Record
     conn: ClientSideConnection
     executions: list[dict[str, Any]]
 
-    async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        return await _ask(self.conn.ext_method(EXT + method, params))
+
+def _answer_errors() -> tuple[type[Exception], ...]:
+    """The error answers a request can raise: ours, and the SDK's once it is loaded."""
+    acp = sys.modules.get("acp")
+    request_error: type[Exception] | None = getattr(acp, "RequestError", None)
+    return (RpcError,) if request_error is None else (RpcError, request_error)
 
 
 async def ask_within(call: Any, error: type[Exception]) -> Any:
@@ -77,7 +97,7 @@ async def ask_within(call: Any, error: type[Exception]) -> Any:
             return await call
     except TimeoutError:
         raise error(f"the server did not answer within {ASK_SECONDS:g} s") from None
-    except RequestError as e:
+    except _answer_errors() as e:
         raise error(describe_error(e)) from None
     except ConnectionError:
         raise error("the server closed the connection") from None
@@ -87,10 +107,11 @@ async def _ask(call: Any) -> Any:
     return await ask_within(call, CtlError)
 
 
-def describe_error(e: RequestError) -> str:
-    data: Any = e.data
+def describe_error(e: Exception) -> str:
+    """An error answer as one line: its message and ``data.reason`` (or its code)."""
+    data: Any = getattr(e, "data", None)
     reason = data.get("reason") or data.get("details") if isinstance(data, dict) else None
-    return f"{e} ({reason})" if reason else f"{e} (code {e.code})"
+    return f"{e} ({reason})" if reason else f"{e} (code {getattr(e, 'code', '?')})"
 
 
 async def open_stream(
@@ -120,23 +141,42 @@ def initialize_meta(record: Record) -> dict[str, Any]:
 
 
 @asynccontextmanager
+async def reached(record: Record) -> AsyncIterator[Server]:
+    """An initialized connection to ``record``'s server and its listing, for a verb."""
+    reader, writer = await open_stream(record)
+    conn = RpcClient(reader, writer)
+    try:
+        params: dict[str, Any] = {"protocolVersion": 1}
+        if meta := initialize_meta(record):
+            params["_meta"] = meta
+        await _ask(conn.request("initialize", params))
+        listed = await _ask(conn.request("_" + EXT + "list", {}))
+        yield Server(record, conn, executions_of(listed))
+    finally:
+        await conn.close()
+
+
+@asynccontextmanager
 async def connected(
     record: Record,
     client: Any = None,
     *,
     name: str | None = None,
     reader: asyncio.StreamReader | None = None,
-) -> AsyncIterator[Server]:
-    """An initialized connection to ``record``'s server and its listing. ``client`` handles
-    what the server sends (default: the verbs' quiet one), ``name`` goes in ``clientInfo``,
+) -> AsyncIterator[Linked]:
+    """An initialized SDK connection to ``record``'s server and its listing. ``client``
+    handles what the server sends (default: a quiet one), ``name`` goes in ``clientInfo``,
     ``reader`` as for :func:`open_stream`."""
+    from acp.client.connection import ClientSideConnection
+    from acp.schema import Implementation
+
     reader, writer = await open_stream(record, reader)
     conn = ClientSideConnection(client or _Quiet(), writer, reader)  # pyright: ignore[reportArgumentType]
     info = {"client_info": Implementation(name=name, version="1")} if name else {}
     try:
         await _ask(conn.initialize(protocol_version=1, **info, **initialize_meta(record)))
         listed = await _ask(conn.ext_method(EXT + "list", {}))
-        yield Server(record, conn, executions_of(listed))
+        yield Linked(record, conn, executions_of(listed))
     finally:
         await conn.close()
         writer.close()
@@ -162,7 +202,7 @@ async def servers() -> AsyncIterator[list[Server]]:
         problems: list[str] = []
         for record in records:
             try:
-                found.append(await stack.enter_async_context(connected(record)))
+                found.append(await stack.enter_async_context(reached(record)))
             except CtlError as e:
                 problems.append(f"pid {record.pid}: {e}")
         if not found:
@@ -242,7 +282,7 @@ async def ls(out: Out, *, as_json: bool) -> int:
             "startedAt": record.started_at,
         }
         try:
-            async with connected(record) as server:
+            async with reached(record) as server:
                 entry["executions"] = server.executions
         except CtlError as e:
             entry["error"] = str(e)
@@ -306,7 +346,8 @@ async def bound(target: str) -> AsyncIterator[tuple[Server, str]]:
     async with servers() as found:
         server, execution = resolve(found, target)
         session_id = exec_id(execution)
-        await _ask(server.conn.load_session(cwd=os.getcwd(), session_id=session_id, mcp_servers=[]))
+        params = {"cwd": os.getcwd(), "sessionId": session_id, "mcpServers": []}
+        await _ask(server.conn.request("session/load", params))
         yield server, session_id
 
 
@@ -314,10 +355,12 @@ async def send(out: Out, target: str, text: str, *, as_json: bool) -> int:
     if not text.strip():
         raise CtlError("send: the message is empty")
     async with bound(target) as (server, session_id):
-        response = await _ask(server.conn.prompt(session_id=session_id, prompt=[text_block(text)]))
-    data = {"sessionId": session_id, "stopReason": response.stop_reason}
-    meta = response.field_meta
-    if meta:
+        prompt = [{"type": "text", "text": text}]
+        params = {"sessionId": session_id, "prompt": prompt}
+        response = await _ask(server.conn.request("session/prompt", params))
+    answer: dict[str, Any] = response if isinstance(response, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+    data = {"sessionId": session_id, "stopReason": answer.get("stopReason")}
+    if meta := answer.get("_meta"):
         data["_meta"] = meta
     emit(out, as_json, data, f"sent to {session_id}")
     return 0
@@ -325,7 +368,7 @@ async def send(out: Out, target: str, text: str, *, as_json: bool) -> int:
 
 async def cancel(out: Out, target: str, *, as_json: bool) -> int:
     async with bound(target) as (server, session_id):
-        await server.conn.cancel(session_id=session_id)
+        await _ask(server.conn.notify("session/cancel", {"sessionId": session_id}))
         # Requests are started in wire order: an answer after the cancel means it was handled.
         await server.ask("list", {})
     emit(out, as_json, {"sessionId": session_id}, f"cancelled the turn of {session_id}")

@@ -33,7 +33,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from .._ctl import EXT, CtlError, ask_within, connected, exec_id
+from .._ctl import EXT, CtlError, ask_within, connected, exec_id, reached
 from .._discovery import Record, RuntimeDirError, live_records, runtime_dir
 from ._state import Entry, State
 
@@ -414,7 +414,7 @@ class Link:
 async def list_executions(record: Record) -> list[dict[str, Any]]:
     """``_agent_channel/list`` (A24) on one server, on a connection of its own."""
     try:
-        async with connected(record) as server:
+        async with reached(record) as server:
             return server.executions
     except CtlError as e:
         raise LinkError(f"the server at {record.where()} did not list: {e}") from None

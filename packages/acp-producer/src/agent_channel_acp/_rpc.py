@@ -1,0 +1,112 @@
+"""A minimal JSON-RPC 2.0 client over newline-delimited frames, for the shell verbs.
+
+A verb is a fresh process that asks a server one or two things and leaves. Importing
+the ACP SDK costs it about a second (its schema models are built at import), ten times
+what the rest of the verb takes, so the verbs speak the few methods they need here:
+``initialize``, ``session/load``, ``session/prompt``, ``session/cancel`` and the
+``_agent_channel/…`` requests. The console and the bridge stay on the SDK.
+
+What the server sends besides answers is ignored: stream notifications, and permission
+requests, which are never answered (A20: the server asks the next driver once this
+client leaves, so a passing ``send`` cannot reject a tool call nobody looked at). Any
+other request from the server gets -32601.
+
+No ``acp`` import here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+
+class RpcError(Exception):
+    """The server answered a request with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.data = data
+
+
+_IGNORED = frozenset({"session/request_permission"})
+"""Server requests left unanswered (see the module docstring)."""
+
+
+class RpcClient:
+    """Requests and notifications on one connection; answers matched by id."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._next = 0
+        self._waiting: dict[int, asyncio.Future[Any]] = {}
+        self._reading = asyncio.get_running_loop().create_task(self._read(), name="ctl-read")
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        """The result of ``method``; :class:`RpcError` for an error answer, ``ConnectionError``
+        when the server closes the connection first."""
+        self._next += 1
+        msg_id = self._next
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[msg_id] = answer
+        try:
+            await self._send({"id": msg_id, "method": method, "params": params})
+            return await answer
+        finally:
+            self._waiting.pop(msg_id, None)
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        await self._send({"method": method, "params": params})
+
+    async def close(self) -> None:
+        self._reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reading
+        self._writer.close()
+
+    async def _send(self, frame: dict[str, Any]) -> None:
+        if self._reading.done():
+            raise ConnectionError("the server closed the connection")
+        self._writer.write(json.dumps({"jsonrpc": "2.0", **frame}).encode() + b"\n")
+        await self._writer.drain()
+
+    async def _read(self) -> None:
+        try:
+            while line := await self._reader.readline():
+                try:
+                    frame = json.loads(line)
+                except ValueError:
+                    continue  # not ours to fix: a verb only needs its answers
+                if isinstance(frame, dict):
+                    await self._take(frame)  # pyright: ignore[reportUnknownArgumentType]
+        except (OSError, ValueError):  # reset, or a line over the reader's limit
+            pass
+        finally:
+            for answer in self._waiting.values():
+                if not answer.done():
+                    answer.set_exception(ConnectionError("the server closed the connection"))
+
+    async def _take(self, frame: dict[str, Any]) -> None:
+        method = frame.get("method")
+        if method is None:
+            answer = self._waiting.get(frame.get("id"))  # pyright: ignore[reportArgumentType]
+            if answer is None or answer.done():
+                return
+            error = frame.get("error")
+            if isinstance(error, dict):
+                code, message = error.get("code"), error.get("message")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+                answer.set_exception(
+                    RpcError(
+                        code if isinstance(code, int) else -32603,
+                        message if isinstance(message, str) else "Error",
+                        error.get("data"),  # pyright: ignore[reportUnknownMemberType]
+                    )
+                )
+            else:
+                answer.set_result(frame.get("result"))
+        elif "id" in frame and method not in _IGNORED:
+            not_found = {"code": -32601, "message": "Method not found", "data": method}
+            await self._send({"id": frame["id"], "error": not_found})
