@@ -214,3 +214,15 @@ def test_a26_the_verbs_do_not_import_the_acp_sdk(rt: Path) -> None:
                 timeout=GUARD,
             )
             assert run.stderr.strip().endswith("no sdk 0"), (verb, run.stderr)
+
+
+def test_a26_the_verbs_present_the_token_on_tcp(rt: Path) -> None:
+    """Over TCP a client must present the discovery record's token in ``initialize``; the
+    verbs' own client does, so every verb works there as on the unix socket."""
+    with serving(rt, *AGENT, "--port", "0") as served:
+        assert served.record["transport"]["kind"] == "tcp"
+        (target,) = served.ids()
+        assert ctl(rt, "send", target, "over tcp").returncode == 0
+        wait_for(lambda: any(m.get("text") == "over tcp" for m in messages(rt, target)), "echo")
+        (server,) = ctl_json(rt, "ls")["servers"]
+        assert server["transport"] == "tcp" and "error" not in server
