@@ -10,6 +10,7 @@ otherwise pipe stderr and never read it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -94,6 +95,47 @@ class RawPipe:
         while (frame := await self.read()).get("id") != msg_id:
             pass
         return frame
+
+
+NOBODY = 65534
+"""The uid the other-uid tests become (``nobody``)."""
+
+
+def as_other_uid(path: str, payload: bytes = b"") -> str:
+    """Fork a child that becomes uid 65534 (:data:`NOBODY`), connects to the unix socket
+    ``path``, sends ``payload`` and reads to the end; what happened, as text (``ok <what
+    it read>`` or ``error <errno name>``)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no asyncio, no locks; report and leave
+        os.close(r)
+        try:
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(GUARD)
+            s.connect(path)
+            with contextlib.suppress(OSError):  # closed on us already: the read says why
+                s.sendall(payload)
+            data = b""
+            try:
+                while chunk := s.recv(65536):
+                    data += chunk
+            except ConnectionResetError:
+                pass
+            os.write(w, b"ok " + data)
+        except OSError as e:
+            os.write(w, f"error {e.errno and os.strerror(e.errno)}".encode())
+        except BaseException as e:
+            os.write(w, f"error {e!r}".encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    return data.decode(errors="replace")
 
 
 @pytest.fixture

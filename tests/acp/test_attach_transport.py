@@ -15,7 +15,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -28,12 +27,11 @@ import anyio
 import pytest
 from acp import RequestError
 from acp.client.connection import ClientSideConnection
-from conftest import GUARD, HERE, Recorder, agent_env
+from conftest import GUARD, HERE, NOBODY, Recorder, agent_env, as_other_uid
 from serving import first_line
 
 pytestmark = pytest.mark.anyio
 
-NOBODY = 65534
 TOKEN_KEY = "agent_channel.token"
 
 
@@ -199,42 +197,14 @@ async def test_a1_refuses_to_bind_over_a_live_server_and_replaces_a_stale_socket
 # -- A2: authentication --------------------------------------------------------------------
 
 
-def connect_as(uid: int, path: Path) -> bytes:
-    """Fork a child that becomes ``uid``, connects to ``path`` and returns what it reads."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: no asyncio, no locks; report and leave
-        os.close(r)
-        try:
-            os.setgid(uid)
-            os.setuid(uid)
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.settimeout(GUARD)
-            s.connect(str(path))
-            data = b""
-            while chunk := s.recv(65536):
-                data += chunk
-            os.write(w, b"ok " + data)
-        except BaseException as e:
-            os.write(w, f"error {e!r}".encode())
-        os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    return data
-
-
 async def test_a2_a_peer_of_another_uid_gets_an_error_frame_and_is_closed(
     rt: Path, open_dir: Path
 ) -> None:
     path = open_dir / "agent.sock"
     with stub(rt, "--socket", str(path)) as (proc, record):
         path.chmod(0o666)  # let the other uid reach the socket: the uid check alone must refuse
-        got = await asyncio.to_thread(connect_as, NOBODY, path)
-        assert got.startswith(b"ok "), got
+        got = await asyncio.to_thread(as_other_uid, str(path))
+        assert got.startswith("ok "), got
         frames = [json.loads(line) for line in got[3:].splitlines()]  # EOF ended the read: closed
         assert len(frames) == 1
         error = frames[0]["error"]

@@ -8,61 +8,21 @@ process of our own uid that does not hold the token. Each test names the claim i
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import GUARD, HERE, raw_agent
+from conftest import GUARD, HERE, NOBODY, as_other_uid, raw_agent
 from fuzz_wire import Pool, Target, fuzz_env, start_serve
 
 pytestmark = pytest.mark.anyio
 
-NOBODY = 65534
 TOKEN_KEY = "agent_channel.token"
 SECRET = "SECRET-PROMPT-7f3a"
-
-
-def as_other_uid(path: str, payload: bytes) -> str:
-    """Fork a child that becomes uid 65534, connects to the unix socket ``path``, sends
-    ``payload`` and reads to the end; what happened, as text (``ok <bytes read>`` or
-    ``error <errno name>``)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: no asyncio, no locks; report and leave
-        os.close(r)
-        try:
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.settimeout(GUARD)
-            s.connect(path)
-            with contextlib.suppress(OSError):  # closed on us already: the read says why
-                s.sendall(payload)
-            data = b""
-            try:
-                while chunk := s.recv(65536):
-                    data += chunk
-            except ConnectionResetError:
-                pass
-            os.write(w, b"ok " + data)
-        except OSError as e:
-            os.write(w, f"error {e.errno and os.strerror(e.errno)}".encode())
-        except BaseException as e:
-            os.write(w, f"error {e!r}".encode())
-        os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    return data.decode(errors="replace")
 
 
 def frame(msg_id: Any, method: str, params: dict[str, Any]) -> bytes:
