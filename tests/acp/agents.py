@@ -320,3 +320,20 @@ class _AttachModel(TestModel):
     def __init__(self) -> None:
         super().__init__()
         self.inner = ScriptedModel(attach_script)
+
+
+def crowded_agent(model: str | None = None) -> Body:
+    """An agent whose own channel another producer filled to the limit: it posts that many
+    items itself, says ``filled``, and then never reads."""
+    from agent_channel import Conversation, UserMessage
+    from agent_channel._channel import MAX_QUEUED
+
+    async def body() -> Any:
+        ch = agent_channel()
+        ref = ch.ref()
+        for i in range(MAX_QUEUED):
+            ref.post(UserMessage(f"from a supervisor {i}"))
+        Conversation(ch).append(ChatMessageAssistant(content="filled"))
+        await anyio.sleep_forever()
+
+    return body

@@ -510,3 +510,24 @@ async def test_s14_a_request_past_the_in_flight_limit_is_refused_and_the_session
         assert pipe.proc.stdin
         pipe.proc.stdin.close()
         assert await pipe.proc.wait() == 0
+
+
+async def test_s14_a_prompt_into_a_full_channel_is_refused_with_a_reason() -> None:
+    """Another producer filled the execution's queue to the channel's limit: the client's
+    prompt gets -32600 saying the agent has not read what is queued, and the session and
+    the connection go on."""
+    from agent_channel._channel import MAX_QUEUED
+    from conftest import spawn
+
+    async with spawn("--agent", "agents:crowded_agent") as a:
+        sid = await a.session()
+        with anyio.fail_after(GUARD):
+            await a.rec.wait_until(lambda: seen(a, sid, "agent_message_chunk"))
+            assert last_text(a, sid) == "filled"
+            with pytest.raises(acp.RequestError) as refused:
+                await a.conn.prompt(session_id=sid, prompt=[acp.text_block("hello")])
+            assert refused.value.code == -32600
+            reason = refused.value.data["reason"]
+            assert reason.startswith("the agent has not read the messages already queued")
+            assert f"{MAX_QUEUED} items already wait undrained" in reason
+            await a.session()  # the connection still serves

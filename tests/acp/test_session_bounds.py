@@ -125,34 +125,3 @@ async def test_s14_past_the_cap_queued_updates_are_dropped_with_a_notice_and_ans
 def test_a_backlog_limit_too_small_for_one_chunk_is_refused_where_the_server_is_made() -> None:
     with pytest.raises(ValueError, match="backlog_limit must be at least"):
         AcpServer(lambda model: None, backlog_limit=1000)
-
-
-async def test_s14_a_prompt_into_a_full_channel_is_refused_with_a_reason() -> None:
-    """Another producer filled the execution's queue to the channel's limit: the client's
-    prompt gets -32600 saying the agent has not read what is queued, and nothing is lost."""
-    from agent_channel import UserMessage, agent_channel
-    from agent_channel._channel import MAX_QUEUED
-
-    filled = asyncio.Event()
-
-    def factory(model: str | None = None) -> Any:
-        async def body() -> Any:
-            ch = agent_channel()
-            ref = ch.ref()
-            for i in range(MAX_QUEUED):
-                ref.post(UserMessage(f"from a supervisor {i}"))
-            filled.set()
-            await anyio.sleep_forever()
-
-        return body
-
-    async with in_process(factory) as local:
-        sid = await local.session()
-        with anyio.fail_after(GUARD):
-            await filled.wait()
-            with pytest.raises(acp.RequestError) as refused:
-                await local.conn.prompt(session_id=sid, prompt=[acp.text_block("hello")])
-        assert refused.value.code == -32600
-        reason = refused.value.data["reason"]
-        assert reason.startswith("the agent has not read the messages already queued")
-        assert f"{MAX_QUEUED} items already wait undrained" in reason
