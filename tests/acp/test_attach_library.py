@@ -14,7 +14,7 @@ import random
 import sys
 import tempfile
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -186,12 +186,7 @@ async def test_a5_binds_racing_a_fast_stream_see_each_event_once_in_order(tmp_pa
             seen = numbers(c)
             assert seen == list(range(seen[0], count)), (seen[:5], len(seen))
     finally:
-        for c in server.clients:
-            with suppress(Exception):
-                await c.close()
-        proc.stdin.close()
-        with anyio.fail_after(GUARD):
-            await proc.wait()
+        await server.stop()
 
 
 def user_chunks_all(c: Client, sid: str) -> list[dict[str, Any]]:
