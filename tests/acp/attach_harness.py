@@ -206,13 +206,15 @@ def tool_ids(c: Client, sid: str) -> list[str]:
     return [u["toolCallId"] for u in c.rec.updates_of(sid) if u["sessionUpdate"] == "tool_call"]
 
 
-async def status(c: Client) -> dict[str, Any]:
-    return (await c.ext("list"))["executions"][0]
+async def status(c: Client, sid: str | None = None) -> dict[str, Any]:
+    """Execution ``sid``'s entry in the list (the first one without ``sid``)."""
+    listed = (await c.ext("list"))["executions"]
+    return next(e for e in listed if sid is None or e["id"] == sid)
 
 
-async def parked(c: Client) -> dict[str, Any]:
+async def parked(c: Client, sid: str | None = None) -> dict[str, Any]:
     """Poll the list (an observable condition) until the agent waits for the operator."""
     with anyio.fail_after(GUARD):
-        while (s := await status(c))["status"] != "waiting for operator":
+        while (s := await status(c, sid))["status"] != "waiting for operator":
             await anyio.lowlevel.checkpoint()
     return s

@@ -12,22 +12,13 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
-from attach_harness import Client, card_status, tool_ids
+from attach_harness import Client, card_status, parked, tool_ids
 from conftest import GUARD
 from faults import one_result_each, real_serve
 
 pytestmark = pytest.mark.anyio
 
 Moment = Callable[[Client, str], Awaitable[None]]
-
-
-async def parked(c: Client, sid: str) -> None:
-    """Poll the list until execution ``sid`` waits for the operator."""
-    with anyio.fail_after(GUARD):
-        while True:
-            listed = (await c.ext("list"))["executions"]
-            if next(e for e in listed if e["id"] == sid)["status"] == "waiting for operator":
-                return
 
 
 async def _generating(c: Client, sid: str) -> None:

@@ -252,6 +252,45 @@ async def test_threads_hammering_post_interrupt_withdraw_deliver_every_item_exac
         assert missing_cancels <= parked_cancels, "a stop was lost outside a parked wait"
 
 
+async def test_a_stop_being_delivered_cannot_also_be_withdrawn() -> None:
+    """A Cancel that stopped the scope is delivered by its AgentInterrupted, never also
+    reported withdrawn: a thread withdrawing it at random moments while the scope exits
+    gets ``False`` whenever the consumer catches it (it raced the claim's release)."""
+    async with open_channel() as ch:
+        ref = ch.ref()
+        current: list[Cancel] = []
+        stop = threading.Event()
+        taken_back: list[str] = []
+
+        def withdrawer() -> None:
+            r = random.Random(3)
+            while not stop.is_set():
+                if current and ref.withdraw(current[-1].id):
+                    taken_back.append(current[-1].id)
+                spin(r.randrange(0, 50))
+
+        thread = threading.Thread(target=withdrawer, daemon=True)
+        thread.start()
+        delivered: list[str] = []
+        try:
+            for _ in range(CYCLES * 3):
+                cancel = Cancel("user_cancel")
+                current.append(cancel)
+                try:
+                    with ch.scope():
+                        ref.interrupt(cancel)  # on the loop's thread: claimed at once
+                        await anyio.lowlevel.checkpoint()
+                except AgentInterrupted as e:
+                    delivered.append(e.cancel.id)
+                ch.drain()
+        finally:
+            stop.set()
+            await anyio.to_thread.run_sync(thread.join)
+        assert len(delivered) == CYCLES * 3, "a claimed stop did not stop its scope"
+        both = set(delivered) & set(taken_back)
+        assert not both, f"{len(both)} of {len(delivered)} stops were delivered and withdrawn"
+
+
 def _ids(items: list[ChannelItem]) -> list[str]:
     return [i.id for i in items]
 

@@ -561,13 +561,16 @@ class _Scope:
     ) -> bool:
         ch = self._channel
         ch._scope = None
-        ch._claimed = None
         suppressed = self._cs.__exit__(exc_type, exc, tb)
         cancel = self._interrupt
         if cancel is not None and self._cs.cancelled_caught:
-            ch._take_cancel(cancel)  # delivered by this exception, not again by a drain
+            # Still claimed until taken, so no withdraw can report it taken back while
+            # this exception delivers it; taken, no drain delivers it again.
+            ch._take_cancel(cancel)
+            ch._claimed = None
             ch._turn_cancelled(cancel)
             raise AgentInterrupted(cancel) from None
+        ch._claimed = None  # not delivered: queued for the next boundary, withdrawable again
         ch.turn_state = "ended"
         if ch._subscribers:
             ch.publish(
