@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
 import threading
+import time
+
+import pytest
 
 
 def test_demo_command_stops_mid_tool_then_follows_the_redirect() -> None:
@@ -55,3 +60,77 @@ def test_ctrl_c_during_the_demo_exits_130_quietly() -> None:
     assert demo.returncode == 130, err
     assert err.strip() == "", err
     assert "Traceback" not in out
+
+
+def _group(leader: int) -> list[int]:
+    """The processes of ``leader``'s group (the demo and the agent it started)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()  # noqa: SIM115
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[2]) == leader:  # field 5: the group
+                found.append(int(entry))
+    return found
+
+
+_TGKILL = {"x86_64": 234, "aarch64": 131}.get(platform.machine())
+"""The tgkill(2) system call's number: a signal to one thread of another process."""
+
+
+def _tgkill(pid: int, tid: int, sig: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(_TGKILL, pid, tid, sig) != 0:
+        raise OSError(ctypes.get_errno(), f"tgkill({pid}, {tid}) failed")
+
+
+def _waits_in_the_loop(pid: int) -> bool:
+    """The main thread sleeps in the event loop's epoll_wait (the kernel says where)."""
+    with open(f"/proc/{pid}/wchan") as f:
+        return "epoll" in f.read()
+
+
+def _a_worker_thread(pid: int) -> int | None:
+    workers = [int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid]
+    return workers[0] if workers else None
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or _TGKILL is None, reason="Linux's tgkill(2) aims it"
+)
+def test_ctrl_c_that_reaches_a_worker_thread_still_exits_130() -> None:
+    # A terminal's Ctrl-C is a signal to each process of the group, and the kernel hands it
+    # to any one of a process's threads: here each process gets it in a worker thread (the
+    # agent's log writer, the demo's child watcher), which cannot wake the main thread's
+    # select() where Python would run its handler.
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "agent_channel_acp", "demo", "--json", "--tool-seconds", "600"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    guard = threading.Timer(60, lambda: os.killpg(demo.pid, signal.SIGKILL))  # hang guard only
+    guard.start()
+    try:
+        assert demo.stdout is not None
+        started = 0
+        for line in demo.stdout:  # the redirect's (long) tool call runs: both loops idle
+            started += json.loads(line)["text"].startswith("▶")
+            if started == 2:
+                break
+        members = _group(demo.pid)
+        assert len(members) == 2, members
+        while not all(_waits_in_the_loop(pid) for pid in members):  # both asleep in select()
+            time.sleep(0.01)
+        for pid in members:
+            tid = _a_worker_thread(pid)
+            assert tid is not None, f"process {pid} has no worker thread to aim at"
+            _tgkill(pid, tid, signal.SIGINT)
+        _, err = demo.communicate()
+    finally:
+        guard.cancel()
+    assert demo.returncode == 130, err
+    assert err.strip() == "", err

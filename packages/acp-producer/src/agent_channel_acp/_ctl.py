@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 from ._discovery import Record, RuntimeDirError, live_records, runtime_dir
 from ._listen import TOKEN_KEY
 from ._rpc import RpcClient, RpcError
+from ._sigint import run
 
 if TYPE_CHECKING:
     from acp.client.connection import ClientSideConnection
@@ -445,7 +446,7 @@ async def end(out: Out, target: str, *, reason: str | None, as_json: bool) -> in
 def run_verb(verb: Callable[[], Any]) -> int:
     """Run one verb; a failure is one line on stderr and exit status 1."""
     try:
-        return asyncio.run(verb())
+        return run(verb())
     except (CtlError, RuntimeDirError) as e:
         sys.stderr.write(f"agent-channel-acp: {e}\n")
         return 1

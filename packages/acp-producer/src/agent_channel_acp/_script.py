@@ -25,6 +25,7 @@ from typing import TextIO, TypeVar
 
 from ._console._link import Link, LinkError
 from ._console._state import Entry, State
+from ._sigint import run
 
 STEP_SECONDS = 60.0
 """Hang guard on one step of the script."""
@@ -212,7 +213,7 @@ def run_script(
         sys.stderr.write(f"agent-channel-acp: demo: {e}\n")
         return 1
     try:
-        asyncio.run(_play(pid, sink))
+        run(_play(pid, sink))
     except ScriptFailed as e:
         sys.stderr.write(f"agent-channel-acp: demo: {e}\n")
         return 1

@@ -25,6 +25,7 @@ from asyncio.streams import FlowControlMixin
 from typing import Any
 
 from ._server import AcpServer, serve
+from ._sigint import deliver_sigint
 
 _LIMIT = 1 << 20
 _CHUNK = 1 << 16
@@ -152,6 +153,7 @@ def run_stdio(server: AcpServer) -> int:
     """
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    deliver_sigint(loop)
     try:
         loop.run_until_complete(serve_stdio(server))
     except KeyboardInterrupt:

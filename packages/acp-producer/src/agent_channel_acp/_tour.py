@@ -19,6 +19,8 @@ from typing import Any, cast
 from acp import PROTOCOL_VERSION, Client, RequestError, spawn_agent_process, text_block
 from acp.schema import RequestPermissionResponse
 
+from ._sigint import run
+
 
 class _Operator:
     """The client side: prints updates and lets the script wait on them."""
@@ -120,7 +122,7 @@ async def _tour(as_json: bool, tool_seconds: float) -> int:
 def run_tour(as_json: bool = False, tool_seconds: float = 1.5) -> int:
     """Run the guided demo; the exit status says whether it behaved as described."""
     try:
-        return asyncio.run(_tour(as_json, tool_seconds))
+        return run(_tour(as_json, tool_seconds))
     except KeyboardInterrupt:
         return 130
     except Exception as e:
