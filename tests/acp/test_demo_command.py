@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -33,9 +34,12 @@ def test_demo_command_stops_mid_tool_then_follows_the_redirect() -> None:
     assert "did not finish: search (cancelled" in said  # the model saw the repaired call
 
 
-def test_ctrl_c_during_the_demo_exits_130_quietly() -> None:
-    # Ctrl-C in a terminal signals the whole foreground process group: the demo and the
-    # agent it launched. A group of its own here, so the test can play the terminal.
+def _interrupted_in_the_long_tool(
+    interrupt: Callable[[subprocess.Popen[str]], None],
+) -> tuple[int, str, str]:
+    """Run the demo until the redirect's (long) tool call runs, ``interrupt`` it, and
+    return its exit status, stdout and stderr. The demo gets a process group of its own,
+    so the test can play the terminal."""
     demo = subprocess.Popen(
         [sys.executable, "-m", "agent_channel_acp", "demo", "--json", "--tool-seconds", "600"],
         stdout=subprocess.PIPE,
@@ -48,16 +52,23 @@ def test_ctrl_c_during_the_demo_exits_130_quietly() -> None:
     try:
         assert demo.stdout is not None
         started = 0
-        for line in demo.stdout:  # wait until the redirect's (long) tool call runs
+        for line in demo.stdout:
             event = json.loads(line)
             started += event["who"] == "tool" and event["text"].startswith("▶")
             if started == 2:
                 break
-        os.killpg(demo.pid, signal.SIGINT)
+        interrupt(demo)
         out, err = demo.communicate()
     finally:
         guard.cancel()
-    assert demo.returncode == 130, err
+    return demo.returncode, out, err
+
+
+def test_ctrl_c_during_the_demo_exits_130_quietly() -> None:
+    # Ctrl-C in a terminal signals the whole foreground process group: the demo and the
+    # agent it launched.
+    code, out, err = _interrupted_in_the_long_tool(lambda d: os.killpg(d.pid, signal.SIGINT))
+    assert code == 130, err
     assert err.strip() == "", err
     assert "Traceback" not in out
 
@@ -101,26 +112,10 @@ def _a_worker_thread(pid: int) -> int | None:
     not sys.platform.startswith("linux") or _TGKILL is None, reason="Linux's tgkill(2) aims it"
 )
 def test_ctrl_c_that_reaches_a_worker_thread_still_exits_130() -> None:
-    # A terminal's Ctrl-C is a signal to each process of the group, and the kernel hands it
-    # to any one of a process's threads: here each process gets it in a worker thread (the
-    # agent's log writer, the demo's child watcher), which cannot wake the main thread's
-    # select() where Python would run its handler.
-    demo = subprocess.Popen(
-        [sys.executable, "-m", "agent_channel_acp", "demo", "--json", "--tool-seconds", "600"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    guard = threading.Timer(60, lambda: os.killpg(demo.pid, signal.SIGKILL))  # hang guard only
-    guard.start()
-    try:
-        assert demo.stdout is not None
-        started = 0
-        for line in demo.stdout:  # the redirect's (long) tool call runs: both loops idle
-            started += json.loads(line)["text"].startswith("▶")
-            if started == 2:
-                break
+    # The kernel hands a process's SIGINT to any one of its threads: here each process of
+    # the group gets it in a worker thread (the agent's log writer, the demo's child
+    # watcher), which cannot wake the main thread's select() where Python runs its handler.
+    def aim_at_workers(demo: subprocess.Popen[str]) -> None:
         members = _group(demo.pid)
         assert len(members) == 2, members
         while not all(_waits_in_the_loop(pid) for pid in members):  # both asleep in select()
@@ -129,8 +124,7 @@ def test_ctrl_c_that_reaches_a_worker_thread_still_exits_130() -> None:
             tid = _a_worker_thread(pid)
             assert tid is not None, f"process {pid} has no worker thread to aim at"
             _tgkill(pid, tid, signal.SIGINT)
-        _, err = demo.communicate()
-    finally:
-        guard.cancel()
-    assert demo.returncode == 130, err
+
+    code, _, err = _interrupted_in_the_long_tool(aim_at_workers)
+    assert code == 130, err
     assert err.strip() == "", err
