@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -128,3 +129,38 @@ def test_ctrl_c_that_reaches_a_worker_thread_still_exits_130() -> None:
     code, _, err = _interrupted_in_the_long_tool(aim_at_workers)
     assert code == 130, err
     assert err.strip() == "", err
+
+
+def test_an_agent_started_ignoring_sigint_keeps_ignoring_it() -> None:
+    # A background job of a non-interactive shell starts with SIGINT ignored; Ctrl-C in
+    # that terminal must not reach it, so the loop's handler is only added over Python's own.
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "agent_channel_acp", "stdio", "--demo"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    stdin, stdout = agent.stdin, agent.stdout
+    assert stdin is not None and stdout is not None
+
+    def ask(msg_id: int) -> Any:
+        params = {"protocolVersion": 1, "clientCapabilities": {}}
+        frame = {"jsonrpc": "2.0", "id": msg_id, "method": "initialize", "params": params}
+        stdin.write(json.dumps(frame) + "\n")
+        stdin.flush()
+        line = stdout.readline()
+        assert line, "the agent ended"
+        return json.loads(line)["id"]
+
+    guard = threading.Timer(60, agent.kill)  # hang guard only
+    guard.start()
+    try:
+        assert ask(1) == 1  # serving: its loop runs
+        agent.send_signal(signal.SIGINT)
+        assert ask(2) == 2  # asked after the signal, answered: still serving
+        _, err = agent.communicate()  # EOF on stdin ends it
+    finally:
+        guard.cancel()
+    assert agent.returncode == 0, err

@@ -21,7 +21,13 @@ T = TypeVar("T")
 
 
 def deliver_sigint(loop: asyncio.AbstractEventLoop) -> None:
-    """Make Ctrl-C raise ``KeyboardInterrupt`` out of ``loop``, from any thread's signal."""
+    """Make Ctrl-C raise ``KeyboardInterrupt`` out of ``loop``, from any thread's signal.
+
+    Only where Python's own handler is in place, as ``asyncio.run`` does: a SIGINT the
+    process was started ignoring (a background job of a script) stays ignored.
+    """
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
     with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):  # not main thread
         loop.add_signal_handler(signal.SIGINT, _interrupt)
 
