@@ -185,6 +185,17 @@ def test_a26_failures_are_one_line_with_a_non_zero_exit(rt: Path) -> None:
         assert usage.returncode == 2 and len(usage.stderr.strip().splitlines()) == 1
 
 
+def test_a26_an_answer_over_the_verbs_read_limit_is_named(rt: Path) -> None:
+    # A tool result of 17 MB: its conversation, read whole and raw, does not fit one frame.
+    big = "big=17000000"
+    with serving(rt, "--agent", "agents:attach_agent", "--input", big) as served:
+        (target,) = served.ids()
+        wait_for(lambda: execution(rt, target)["status"] == "waiting for operator", "idle")
+        run = ctl(rt, "messages", target, "--all", "--full", "--json")
+        one_line_failure(run, "over the 16 MiB a verb reads")
+        assert ctl_json(rt, "messages", target)["count"] >= 3  # the previews still fit
+
+
 def test_a26_the_verbs_do_not_import_the_acp_sdk(rt: Path) -> None:
     """A verb is a fresh process each time: importing the SDK (~1 s of schema building) would
     be most of it, so the verbs speak their few methods without it."""

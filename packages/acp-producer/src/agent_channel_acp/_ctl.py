@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
 from ._discovery import Record, RuntimeDirError, live_records, runtime_dir
 from ._listen import TOKEN_KEY
-from ._rpc import RpcClient, RpcError
+from ._rpc import LINE_LIMIT, AnswerTooLarge, RpcClient, RpcError
 from ._sigint import run
 
 if TYPE_CHECKING:
@@ -100,6 +100,8 @@ async def ask_within(call: Any, error: type[Exception]) -> Any:
         raise error(f"the server did not answer within {ASK_SECONDS:g} s") from None
     except _answer_errors() as e:
         raise error(describe_error(e)) from None
+    except AnswerTooLarge as e:
+        raise error(str(e)) from None
     except ConnectionError:
         raise error("the server closed the connection") from None
 
@@ -122,7 +124,7 @@ async def open_stream(
     console's reads a fast stream its own way)."""
     t = record.transport
     loop = asyncio.get_running_loop()
-    reader = reader or asyncio.StreamReader(limit=1 << 24, loop=loop)
+    reader = reader or asyncio.StreamReader(limit=LINE_LIMIT, loop=loop)
     protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
     try:
         async with asyncio.timeout(ASK_SECONDS):

@@ -21,6 +21,13 @@ import contextlib
 import json
 from typing import Any
 
+LINE_LIMIT = 1 << 24
+"""Bytes of one frame a verb reads: an answer past it ends the connection (16 MiB)."""
+
+
+class AnswerTooLarge(ConnectionError):
+    """The server's answer was longer than :data:`LINE_LIMIT`: the verb cannot read it."""
+
 
 class RpcError(Exception):
     """The server answered a request with a JSON-RPC error."""
@@ -74,6 +81,7 @@ class RpcClient:
         await self._writer.drain()
 
     async def _read(self) -> None:
+        gone = ConnectionError("the server closed the connection")
         try:
             while line := await self._reader.readline():
                 try:
@@ -82,12 +90,16 @@ class RpcClient:
                     continue  # not ours to fix: a verb only needs its answers
                 if isinstance(frame, dict):
                     await self._take(frame)  # pyright: ignore[reportUnknownArgumentType]
-        except (OSError, ValueError):  # reset, or a line over the reader's limit
+        except OSError:  # reset
             pass
+        except ValueError:  # a line over the reader's limit: the rest cannot be framed
+            gone = AnswerTooLarge(
+                f"the server's answer is over the {LINE_LIMIT >> 20} MiB a verb reads"
+            )
         finally:
             for answer in self._waiting.values():
                 if not answer.done():
-                    answer.set_exception(ConnectionError("the server closed the connection"))
+                    answer.set_exception(gone)
 
     async def _take(self, frame: dict[str, Any]) -> None:
         method = frame.get("method")
