@@ -47,6 +47,9 @@ def _interrupted_in_the_long_tool(
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # Ctrl-C live, as in a terminal, even where the suite was started ignoring SIGINT
+        # (a background job of a script): the demo would rightly go on ignoring it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     guard = threading.Timer(60, lambda: os.killpg(demo.pid, signal.SIGKILL))  # hang guard only
     guard.start()
