@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,7 +84,7 @@ def _group(leader: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                stat = open(f"/proc/{entry}/stat").read()  # noqa: SIM115
+                stat = Path(f"/proc/{entry}/stat").read_text()
             except OSError:
                 continue
             if int(stat.rsplit(")", 1)[1].split()[2]) == leader:  # field 5: the group
@@ -103,13 +104,13 @@ def _tgkill(pid: int, tid: int, sig: int) -> None:
 
 def _waits_in_the_loop(pid: int) -> bool:
     """The main thread sleeps in the event loop's epoll_wait (the kernel says where)."""
-    with open(f"/proc/{pid}/wchan") as f:
-        return "epoll" in f.read()
+    return "epoll" in Path(f"/proc/{pid}/wchan").read_text()
 
 
-def _a_worker_thread(pid: int) -> int | None:
+def _a_worker_thread(pid: int) -> int:
     workers = [int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid]
-    return workers[0] if workers else None
+    assert workers, f"process {pid} has no worker thread to aim at"
+    return workers[0]
 
 
 @pytest.mark.skipif(
@@ -125,9 +126,7 @@ def test_ctrl_c_that_reaches_a_worker_thread_still_exits_130() -> None:
         while not all(_waits_in_the_loop(pid) for pid in members):  # both asleep in select()
             time.sleep(0.01)
         for pid in members:
-            tid = _a_worker_thread(pid)
-            assert tid is not None, f"process {pid} has no worker thread to aim at"
-            _tgkill(pid, tid, signal.SIGINT)
+            _tgkill(pid, _a_worker_thread(pid), signal.SIGINT)
 
     code, _, err = _interrupted_in_the_long_tool(aim_at_workers)
     assert code == 130, err
