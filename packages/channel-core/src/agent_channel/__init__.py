@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         agent_channel,
         open_channel,
     )
-    from ._consume import Folded, fold, repair, wait_for_message
+    from ._consume import Folded, cancelled_result, fold, repair, wait_for_message
     from ._content import (
         Content,
         ContentImage,
@@ -123,6 +123,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "agent_channel",
+    "cancelled_result",
     "content_text",
     "fold",
     "new_id",
@@ -142,7 +143,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "agent_channel",
         "open_channel",
     ),
-    "_consume": ("Folded", "fold", "repair", "wait_for_message"),
+    "_consume": ("Folded", "cancelled_result", "fold", "repair", "wait_for_message"),
     "_content": (
         "Content",
         "ContentImage",

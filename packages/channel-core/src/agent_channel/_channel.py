@@ -278,12 +278,19 @@ class AgentChannel:
         Taking a :class:`Cancel` here is the boundary honouring it: ``turn_state``
         becomes ``cancelled`` and :class:`TurnCancelled` is published (after
         :class:`ItemsDrained`), so the consumer stops as if a scope had been stopped.
+        Inside a bound :meth:`scope` a drain takes the other items and leaves a Cancel to
+        the scope, which it stops: there the interrupt always arrives as
+        :class:`AgentInterrupted`, once.
         """
         if self._owner is not self._task():
             self._claim()
         if not self._queue:
             return []
-        items, cancels = self._take()
+        scope = self._scope
+        if scope is not None and self._cancels:
+            items, cancels = self._take_in_scope(scope), 0
+        else:
+            items, cancels = self._take()
         if not items:  # withdrawn meanwhile
             return items
         if self._subscribers:
@@ -371,6 +378,28 @@ class AgentChannel:
         finally:
             lock.release()
         return items, cancels
+
+    def _take_in_scope(self, scope: _Scope) -> list[ChannelItem]:
+        """Every queued item but the Cancels, which stay queued for the bound ``scope``.
+
+        The oldest becomes the scope's if none is yet, and stops it: whichever runs first,
+        this drain or the hand-over of an interrupt from another thread, the Cancel is
+        delivered once, by the scope's exception (never also by this drain).
+        """
+        lock = self._lock
+        lock.acquire()
+        try:
+            q = self._queue
+            items = [i for i in q if not _isa(Cancel, i)]
+            kept = [i for i in q if _isa(Cancel, i)]
+            q.clear()
+            q.extend(kept)
+            claimed = bool(kept) and scope._claim(kept[0])  # pyright: ignore[reportArgumentType]
+        finally:
+            lock.release()
+        if claimed:
+            scope._stop()
+        return items
 
     def _take_cancel(self, cancel: Cancel | None = None) -> Cancel | None:
         """Remove ``cancel`` (or else the oldest queued Cancel) from the queue."""
@@ -484,7 +513,7 @@ class AgentChannel:
             self._cancels = 0
         if isinstance(error, anyio.get_cancelled_exc_class()) and self.stop_reason is None:
             self.stop_reason = "cancelled"
-        message = None if error is None or self.stop_reason == "cancelled" else repr(error)
+        message = None if error is None or self.stop_reason == "cancelled" else describe(error)
         if self._subscribers:
             from ._events import ExecutionFinished
 

@@ -1,8 +1,9 @@
 """The consumer facade: turning drained items into conversation edits.
 
 A loop drains at its boundaries and calls :func:`fold`; after an interrupt it
-calls :func:`repair` so the next model call sees a well-formed conversation,
-and :func:`wait_for_message` to park until the operator says what to do next.
+calls :func:`repair` so the next model call sees a well-formed conversation
+(:func:`cancelled_result` after one tool call a producer stopped alone), and
+:func:`wait_for_message` to park until the operator says what to do next.
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from ._channel import AgentChannel
 from ._content import Content, ContentText
 from ._events import AwaitingInput, StopReason
 from ._items import Cancel, CancelReason, ChannelItem, UserMessage
-from ._messages import ChatMessage, ChatMessageAssistant, ChatMessageTool, ChatMessageUser
+from ._messages import (
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageTool,
+    ChatMessageUser,
+    ToolCall,
+)
 
 _REPAIR_TEXT: dict[CancelReason, str] = {
     "user_cancel": "Tool call cancelled by the operator.",
@@ -105,6 +112,23 @@ def repair(
                 if call.id not in answered
             ]
     return []
+
+
+def cancelled_result(call: ToolCall) -> ChatMessageTool:
+    """The result of ``call`` after a producer stopped it alone: append it, the turn goes on.
+
+    Run a tool inside ``with channel.region(call.id) as region:`` and an operator can stop
+    that one call (:meth:`AgentRef.cancel_region`, an editor's "cancel this tool"). The
+    stop ends the region's body, so the call is left without a result; when
+    ``region.cancelled`` is true, append this one so the next model call is well formed
+    and the model reads why.
+    """
+    return ChatMessageTool(
+        tool_call_id=call.id,
+        function=call.name,
+        content=_REPAIR_TEXT["user_cancel"],
+        error="cancelled",
+    )
 
 
 async def wait_for_message(channel: AgentChannel, stop_reason: StopReason = "end_turn") -> Folded:

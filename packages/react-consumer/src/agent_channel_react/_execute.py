@@ -22,14 +22,13 @@ from agent_channel import (
     ToolCall,
     ToolCallFinished,
     ToolCallStarted,
+    cancelled_result,
     thaw,
 )
 
 from ._tool import Tool, ToolError, ToolOutput, render_result
 
 REJECTED = "rejected by the operator"
-CANCELLED = "Tool call cancelled by the operator."
-"""The result of one call an operator cancelled on its own (the turn went on)."""
 
 Status = Literal["completed", "failed", "cancelled"]
 
@@ -109,20 +108,26 @@ async def _run_call(
         if observed:
             ch.publish(ToolCallFinished(tool_call_id=call.id, name=call.name, status="cancelled"))
         raise
-    status: Status = "completed"
+    status: Status
     if cancelled:
         # Cancelled alone: whatever the body managed is dropped (the operator asked for
         # it not to count), and the model reads why on its next call.
-        content, error, extra, status = CANCELLED, "cancelled", (), "cancelled"
-    elif error is not None:
-        status = "failed"
+        result, extra, status = cancelled_result(call), (), "cancelled"
+    else:
+        result = ChatMessageTool(
+            tool_call_id=call.id, function=call.name, content=content, error=error
+        )
+        status = "completed" if error is None else "failed"
     if observed:
         ch.publish(
             ToolCallFinished(
-                tool_call_id=call.id, name=call.name, status=status, content=content, error=error
+                tool_call_id=call.id,
+                name=call.name,
+                status=status,
+                content=result.text,
+                error=result.error,
             )
         )
-    result = ChatMessageTool(tool_call_id=call.id, function=call.name, content=content, error=error)
     return result, extra
 
 
