@@ -115,3 +115,13 @@ async def test_an_instruction_during_the_task_replaces_it() -> None:
     assert tools == ["search", "read_notes", "search"]
     assert state.messages[-1].text.startswith("You said: 'Brief me on consoles instead.'")
     assert not any(m.text.startswith("Briefing:") for m in state.messages)
+
+
+@pytest.mark.parametrize("variable", ["OPENAI_API_KEY", "OPENAI_BASE_URL"])
+async def test_a_key_or_url_alone_keeps_the_scripted_model(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """Many shells have a key or URL set: only a model name switches to a real model."""
+    monkeypatch.setenv(variable, "http://127.0.0.1:9/v1")
+    state, _ = await _converse("demo", ["hello"])
+    assert state.messages[-1].text.startswith("You said: 'hello'")

@@ -17,6 +17,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from ._version import __version__
@@ -24,6 +25,8 @@ from ._version import __version__
 DEMO = "agent_channel_react.demo:demo"
 DEMO_TASK = "agent_channel_react.demo:task_demo"
 LOG_ENV = "AGENT_CHANNEL_ACP_LOG"
+MODEL_ENV = "AGENT_CHANNEL_MODEL"
+_SERVER_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL")
 _DEMO_HINT = " (install the demo: pip install 'agent-channel-acp[demo]')"
 
 _DESCRIPTION = """\
@@ -43,8 +46,8 @@ _STDIO_EPILOG = """\
 examples:
   agent-channel-acp stdio --demo
       the demo ReAct agent (scripted model; needs agent-channel-acp[demo]).
-      With --model, or OPENAI_BASE_URL / OPENAI_API_KEY / AGENT_CHANNEL_MODEL
-      set, the demo uses an OpenAI-compatible server instead.
+      With a model named (--model, or AGENT_CHANNEL_MODEL) it uses that model on
+      an OpenAI-compatible server (OPENAI_BASE_URL / OPENAI_API_KEY) instead.
   agent-channel-acp stdio --agent mypkg.agents:factory --model gpt-4o-mini --approve
       your own agent: `factory(model)` returns the async execution body.
 
@@ -139,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         metavar="NAME",
         help="an OpenAI-compatible model (its server: OPENAI_BASE_URL / OPENAI_API_KEY, "
-        "as for stdio and serve); default: the scripted model, unless those are set",
+        f"as for stdio and serve); default: ${MODEL_ENV}, else the scripted model",
     )
     demo.add_argument(
         "--tool-seconds",
@@ -323,9 +326,24 @@ def _agent_and_log(
     level = args.log_level if args.log_level is not None else _env_log_level()
     spec = demo if args.demo else args.agent
     factory = _load_or_fail(spec, demo=args.demo)
+    if args.demo:
+        _scripted_hint(command, args.model)
     from ._logging import start_logging
 
     return spec, factory, start_logging(level, sys.stderr)
+
+
+def _scripted_hint(command: str, model: str | None) -> None:
+    """The demo runs its scripted model unless a model is named. Where the environment
+    looks set up for a real one (a key or URL, as many shells have), say how to use it."""
+    if model or os.environ.get(MODEL_ENV):
+        return
+    found = next((k for k in _SERVER_ENV if os.environ.get(k)), None)
+    if found:
+        sys.stderr.write(
+            f"agent-channel-acp: {command}: {found} is set, but no model is named: the demo "
+            f"runs its scripted model (for a real one: --model NAME, or {MODEL_ENV}=NAME)\n"
+        )
 
 
 def _load_or_fail(spec: str, *, demo: bool) -> Callable[..., Any]:
@@ -334,9 +352,24 @@ def _load_or_fail(spec: str, *, demo: bool) -> Callable[..., Any]:
         return load_factory(spec)
     except ModuleNotFoundError as e:
         hint = _DEMO_HINT if demo and (e.name or "").startswith("agent_channel_react") else ""
-        fail(f"cannot import {spec}: {e}{hint}")
+        fail(f"cannot import {spec}: {e}{hint or _path_hint(spec, e)}")
     except Exception as e:
         fail(f"cannot load {spec}: {_describe(e)}")
+
+
+def _path_hint(spec: str, e: ModuleNotFoundError) -> str:
+    """Why a module sitting in the current directory is not found, and the fix: the
+    installed command (unlike ``python -m``) does not put the directory on the path."""
+    top = spec.partition(":")[0].partition(".")[0]
+    here = Path.cwd()
+    if e.name != top or not ((here / f"{top}.py").is_file() or (here / top).is_dir()):
+        return ""
+    if any(Path(p or ".").resolve() == here.resolve() for p in sys.path):
+        return ""
+    return (
+        f" ({top} is in the current directory, which is not on the module path: "
+        "run with PYTHONPATH=.)"
+    )
 
 
 def _describe(e: BaseException) -> str:
@@ -388,7 +421,10 @@ def _main(argv: Sequence[str] | None) -> None:
             sys.exit(run_tour(as_json=args.json, tool_seconds=args.tool_seconds))
         from ._console import demo_main
 
-        sys.exit(demo_main(script=args.script, tool_seconds=args.tool_seconds, model=args.model))
+        _scripted_hint("demo", args.model)
+        # named for the server it starts, which so says nothing more about it
+        model = args.model or os.environ.get(MODEL_ENV) or "scripted"
+        sys.exit(demo_main(script=args.script, tool_seconds=args.tool_seconds, model=model))
     if args.command == "attach":
         from ._console import attach_main
 
@@ -442,7 +478,7 @@ def _serve(args: argparse.Namespace) -> NoReturn:
     try:
         code = serve_command(
             factory,
-            name=spec.rpartition(":")[2],
+            spec=spec,
             model=args.model,
             task=args.input,
             socket_path=args.socket,

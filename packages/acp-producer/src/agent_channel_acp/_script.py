@@ -62,7 +62,9 @@ class _Player:
                     if found is not None and found is not False and found != "":
                         return found
                     if (ended := self.state.ended) is not None:  # nothing more will come
-                        why = ended.get("error") or ended.get("stopReason") or "it finished"
+                        if error := ended.get("error"):
+                            raise ScriptFailed(f"the execution failed before {what}: {error}")
+                        why = ended.get("stopReason") or "it finished"
                         raise ScriptFailed(f"the execution ended before {what}: {why}")
                     self._changed.clear()
                     await self._changed.wait()
@@ -156,6 +158,9 @@ def start_server(
     ``quiet``: its log is not written over the console's screen (the console shows how
     the execution ended)."""
     env = dict(os.environ)
+    if env.get("AGENT_CHANNEL_ACP_LOG", "").strip().upper() not in ("DEBUG", "INFO"):
+        # the demo says how the execution ended itself; a server log line would say it twice
+        env["AGENT_CHANNEL_ACP_LOG"] = "CRITICAL"
     if tool_seconds is not None:
         env["AGENT_CHANNEL_DEMO_TOOL_SECONDS"] = str(tool_seconds)
     flags = ["--model", model] if model else []

@@ -76,7 +76,8 @@ class _Operator:
 async def _tour(as_json: bool, tool_seconds: float) -> int:
     op = _Operator(as_json)
     env = dict(os.environ, AGENT_CHANNEL_DEMO_TOOL_SECONDS=str(tool_seconds))
-    command = [sys.executable, "-m", "agent_channel_acp", "stdio", "--demo"]
+    # the tour tells the scripted model's story, whatever model the environment names
+    command = [sys.executable, "-m", "agent_channel_acp", "stdio", "--demo", "--model", "scripted"]
     op.emit("demo", "starting the agent as an editor would: " + " ".join(command[2:]))
     async with spawn_agent_process(
         cast("Client", op), command[0], *command[1:], env=env, transport_kwargs={"stderr": None}

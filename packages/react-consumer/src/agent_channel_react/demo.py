@@ -8,9 +8,10 @@ on a built-in task by itself: :data:`PLAN`, twenty tool steps of one to two
 seconds (about a minute at the default), long enough to attach, message,
 interrupt and redirect it. A question asked while it works is answered in
 passing and the task goes on; any other message replaces the task. Then it
-takes operator messages like ``demo``. Given a model name (or OPENAI_BASE_URL / OPENAI_API_KEY /
-AGENT_CHANNEL_MODEL in the environment) both use an OpenAI-compatible
-endpoint with the same tools; ``model="scripted"`` forces the script.
+takes operator messages like ``demo``. Both run a scripted model unless a model is named
+(``model=``, or AGENT_CHANNEL_MODEL in the environment): then they use that model on an
+OpenAI-compatible server (OPENAI_BASE_URL / OPENAI_API_KEY) with the same tools. A key or a
+URL alone does not switch: many shells have one set. ``model="scripted"`` forces the script.
 
 Load them by dotted path: ``agent_channel_react.demo:demo``.
 """
@@ -40,7 +41,8 @@ from ._state import AgentState
 from ._tool import Tool, tool
 
 TOOL_SECONDS_ENV = "AGENT_CHANNEL_DEMO_TOOL_SECONDS"
-MODEL_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "AGENT_CHANNEL_MODEL")
+MODEL_ENV = "AGENT_CHANNEL_MODEL"
+"""Names the demo's real model when ``model=`` does not."""
 TOPIC = "interruptible agents"
 SECTIONS = (
     "messages at step boundaries",
@@ -244,12 +246,12 @@ def demo_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) -> S
 
 
 def _model(model: str | None) -> Model:
-    env = any(os.environ.get(k) for k in MODEL_ENV)
-    if model == "scripted" or (model is None and not env):
+    name = model or os.environ.get(MODEL_ENV)
+    if not name or name == "scripted":
         return ScriptedModel(demo_script, name="demo-scripted")
     from ._openai import OpenAIModel
 
-    return OpenAIModel(model)
+    return OpenAIModel(name)
 
 
 def demo_agent(model: str | None = None) -> ReactAgent:
