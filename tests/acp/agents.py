@@ -337,3 +337,60 @@ def crowded_agent(model: str | None = None) -> Body:
         await anyio.sleep_forever()
 
     return body
+
+
+# -- hand-written factories, for what the CLI and the verbs say about them ------------------
+
+
+def regionless_agent(model: str | None = None) -> Callable[[], Awaitable[None]]:
+    """A core loop that runs a tool without ``ch.region``: each message starts a tool call
+    (announced with ``ToolCallStarted``) that blocks until the turn is cancelled, so it is
+    running but cannot be cancelled alone."""
+    from uuid import uuid4
+
+    from agent_channel import AgentInterrupted, Conversation, ToolCallStarted
+
+    async def body() -> None:
+        ch = agent_channel()
+        conversation = Conversation(ch)
+        while True:
+            for m in (await wait_for_message(ch)).messages:
+                conversation.append(m)
+            call = ToolCall(id=f"call-{uuid4().hex[:8]}", name="slow", arguments={})
+            try:
+                with ch.scope():
+                    conversation.append(ChatMessageAssistant(content="slow", tool_calls=(call,)))
+                    ch.publish(
+                        ToolCallStarted(
+                            tool_call_id=call.id, name="slow", arguments={}, title="Slow"
+                        )
+                    )
+                    await anyio.sleep_forever()
+            except AgentInterrupted:
+                pass
+
+    return body
+
+
+def int_factory(model: str | None = None) -> Any:
+    """Not an agent factory: it returns 42, not an execution body."""
+    return 42
+
+
+def sync_body_factory(model: str | None = None) -> Callable[[], object]:
+    """Its body is a plain function: calling it returns 42, not an awaitable."""
+    return lambda: 42
+
+
+def named_agent(model: str | None = None) -> Callable[[], Awaitable[None]]:
+    """A generic-looking factory whose body names its agent (a ``name`` attribute)."""
+
+    class Scout:
+        name = "scout"
+
+        async def __call__(self) -> None:
+            ch = agent_channel()
+            while True:
+                await wait_for_message(ch)
+
+    return Scout()

@@ -59,7 +59,7 @@ async def test_a22_cancel_one_tool_call_turn_goes_on() -> None:
         assert "cancelled" not in c.rec.states(sid)  # no interrupt: the turn went on
         assert "operator" in c.rec.texts(sid).split("results:")[-1]
         again = await c.ext("cancel_tool_call", sessionId=sid, toolCallId=first)
-        assert again == {"cancelled": False}
+        assert again == {"cancelled": False, "reason": "finished"}
 
 
 async def test_a22_cancel_tool_call_false_for_unknown_finished_or_gone() -> None:
@@ -68,14 +68,17 @@ async def test_a22_cancel_tool_call_false_for_unknown_finished_or_gone() -> None
         await parked(c)
         done = tool_ids(c, sid)[0]
         assert await c.ext("cancel_tool_call", sessionId=sid, toolCallId="nope") == {
-            "cancelled": False
+            "cancelled": False,
+            "reason": "unknown",
         }
         assert await c.ext("cancel_tool_call", sessionId=sid, toolCallId=done) == {
-            "cancelled": False
+            "cancelled": False,
+            "reason": "finished",
         }
         await c.ext("end", sessionId=sid)
         assert await c.ext("cancel_tool_call", sessionId=sid, toolCallId=done) == {
-            "cancelled": False
+            "cancelled": False,
+            "reason": "finished",
         }
         with pytest.raises(RequestError) as e:
             await c.ext("cancel_tool_call", sessionId="nope", toolCallId="x")

@@ -107,7 +107,7 @@ def test_a26_messages_reads_the_conversation_with_tail_all_and_full(rt: Path) ->
         assert len(full) == envelope["count"] and full[1]["content"] == "quick one"
         readable = ctl(rt, "messages", target[:8]).stdout
         assert readable.splitlines()[0].startswith(f"{target}  waiting for operator")
-        assert "[tools: quick]" in readable
+        assert "[tools: quick (" in readable  # with the call's id
         run = ctl(rt, "messages", "--all", "--tail", "2")
         assert run.returncode == 2 and "not allowed with" in run.stderr
 

@@ -54,7 +54,7 @@ from ._binding import Binding
 from ._hub import META, Hub, not_attachable, queue_full
 from ._outbox import RUN_MAX
 from ._server import initialize_response, not_found, shadowed_names
-from ._session import BACKLOG_LIMIT
+from ._session import BACKLOG_LIMIT, NotRunnable
 from ._transport import LineTransport
 
 log = logging.getLogger("agent_channel_acp")
@@ -135,7 +135,7 @@ class AttachServer:
             run = body()
             if not inspect.isawaitable(run):
                 release()
-                raise TypeError(f"the body returned {run!r}, not an awaitable")
+                raise NotRunnable(f"calling the body returned {run!r}, not an awaitable")
             task = asyncio.ensure_future(run)
             self._runs.add(task)
             ended = False
@@ -435,9 +435,19 @@ class _Client:
         try:
             hub = self._target(params)
         except RequestError:
-            return {"cancelled": False}  # gone
-        cancelled = hub.cancel_tool_call(tool_call_id)
-        return {"cancelled": cancelled}
+            return {"cancelled": False, "reason": "gone"}
+        if hub.cancel_tool_call(tool_call_id):
+            return {"cancelled": True}
+        return {"cancelled": False, "reason": hub.tool_call_state(tool_call_id)}
+
+    async def _cancel_turn(self, params: dict[str, Any]) -> dict[str, Any]:
+        """What ``session/cancel`` does, for a client that must know whether a turn was
+        running (the ``cancel`` verb): ``cancelled`` false, with the execution's status as
+        the reason, when there was none to stop."""
+        hub = self._target(params)
+        if hub.interrupt():
+            return {"cancelled": True}
+        return {"cancelled": False, "reason": hub.status}
 
     async def _end(self, params: dict[str, Any]) -> dict[str, Any]:
         hub = self._target(params)
@@ -548,6 +558,7 @@ _EXT: dict[str, Callable[[_Client, dict[str, Any]], Awaitable[dict[str, Any]]]] 
     "agent_channel/queue": _Client._queue,  # pyright: ignore[reportPrivateUsage]
     "agent_channel/withdraw": _Client._withdraw,  # pyright: ignore[reportPrivateUsage]
     "agent_channel/cancel_tool_call": _Client._cancel_tool_call,  # pyright: ignore[reportPrivateUsage]
+    "agent_channel/cancel_turn": _Client._cancel_turn,  # pyright: ignore[reportPrivateUsage]
     "agent_channel/end": _Client._end,  # pyright: ignore[reportPrivateUsage]
 }
 
@@ -578,6 +589,7 @@ def _summary(msg: ChatMessage) -> dict[str, Any]:
     }
     if isinstance(msg, ChatMessageAssistant) and msg.tool_calls:
         out["toolCalls"] = [c.name for c in msg.tool_calls]
+        out["toolCallIds"] = [c.id for c in msg.tool_calls]
     source = getattr(msg, "source", None)
     if source:
         out["source"] = source

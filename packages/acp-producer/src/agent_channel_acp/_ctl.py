@@ -111,10 +111,12 @@ async def _ask(call: Any) -> Any:
 
 
 def describe_error(e: Exception) -> str:
-    """An error answer as one line: its message and ``data.reason`` (or its code)."""
+    """An error answer as one line for a person: the server's ``data.reason`` alone when it
+    gives one (the JSON-RPC message, "Invalid request" and the like, is for programs), else
+    the message and its code."""
     data: Any = getattr(e, "data", None)
     reason = data.get("reason") or data.get("details") if isinstance(data, dict) else None
-    return f"{e} ({reason})" if reason else f"{e} (code {getattr(e, 'code', '?')})"
+    return str(reason) if reason else f"{e} (code {getattr(e, 'code', '?')})"
 
 
 async def open_stream(
@@ -270,7 +272,13 @@ def _describe_execution(e: dict[str, Any]) -> str:
         parts.append("approval pending")
     if e.get("drivable") is False:
         parts.append("observe-only")
-    return "  ".join(parts) + f"  {e.get('title', '')}".rstrip()
+    line = "  ".join(parts) + f"  {e.get('title', '')}".rstrip()
+    calls = e.get("runningToolCalls")
+    for call in cast("list[Any]", calls) if isinstance(calls, list) else []:
+        if isinstance(call, dict):
+            call = cast("dict[str, Any]", call)
+            line += f"\n    tool call {call.get('id', '?')}  running  {call.get('title', '')}"
+    return line.rstrip()
 
 
 async def ls(out: Out, *, as_json: bool) -> int:
@@ -308,7 +316,13 @@ def _summary_line(i: int, m: dict[str, Any]) -> str:
     text = str(m.get("text", "")).replace("\n", " ")
     calls = m.get("toolCalls")
     names = [str(c) for c in cast("list[Any]", calls)] if isinstance(calls, list) else []
+    ids = m.get("toolCallIds")
+    named = [str(i) for i in cast("list[Any]", ids)] if isinstance(ids, list) else []
+    if len(named) == len(names):  # an older server sends the names alone
+        names = [f"{n} ({i})" for n, i in zip(names, named, strict=True)]
     tail = f"  [tools: {', '.join(names)}]" if names else ""
+    if (answers := m.get("toolCallId")) and not names:
+        tail = f"  [result of {answers}]"
     return f"{i:>4}  {role:<9} {text}{tail}"
 
 
@@ -370,11 +384,21 @@ async def send(out: Out, target: str, text: str, *, as_json: bool) -> int:
 
 
 async def cancel(out: Out, target: str, *, as_json: bool) -> int:
-    async with bound(target) as (server, session_id):
-        await _ask(server.conn.notify("session/cancel", {"sessionId": session_id}))
-        # Requests are started in wire order: an answer after the cancel means it was handled.
-        await server.ask("list", {})
-    emit(out, as_json, {"sessionId": session_id}, f"cancelled the turn of {session_id}")
+    """Interrupt the turn (``_agent_channel/cancel_turn``: ``session/cancel`` with an answer).
+    With no turn running there is nothing to do, and the verb says so; the exit status is 0
+    either way, since no turn runs afterwards (what the caller wanted)."""
+    async with servers() as found:
+        server, execution = resolve(found, target)
+        session_id = exec_id(execution)
+        answer = await server.ask("cancel_turn", {"sessionId": session_id})
+    done = bool(answer.get("cancelled"))
+    data: dict[str, Any] = {"sessionId": session_id, "cancelled": done}
+    if done:
+        line = f"cancelled the turn of {session_id}"
+    else:
+        data["reason"] = answer.get("reason")
+        line = f"nothing to cancel: no turn is running in {session_id} ({data['reason']})"
+    emit(out, as_json, data, line)
     return 0
 
 
@@ -388,15 +412,24 @@ async def cancel_tool(out: Out, target: str, tool_call_id: str, *, as_json: bool
     done = bool(answer.get("cancelled"))
     data = {"sessionId": session_id, "toolCallId": tool_call_id, "cancelled": done}
     if not done:
-        refuse(
-            out,
-            as_json,
-            data,
-            f"tool call {tool_call_id!r} was not cancelled: unknown, already finished, "
-            "or its execution is gone",
-        )
+        reason = str(answer.get("reason", ""))
+        data["reason"] = reason
+        why = _NOT_CANCELLED.get(reason, "unknown, already finished, or its execution is gone")
+        why = why.format(session_id=session_id)
+        refuse(out, as_json, data, f"tool call {tool_call_id!r} was not cancelled: {why}")
     emit(out, as_json, data, f"cancelled tool call {tool_call_id} of {session_id}")
     return 0
+
+
+_NOT_CANCELLED = {
+    "not_in_region": "it is running but cannot be cancelled alone (its agent does not run it "
+    "in ch.region(tool_call.id)); `agent-channel-acp cancel {session_id}` interrupts the turn",
+    "cancelling": "it is being cancelled already",
+    "finished": "it already finished",
+    "unknown": "no running tool call has this id (see agent-channel-acp ls)",
+    "gone": "its execution is gone",
+}
+"""Why ``cancel_tool_call`` answered false, by its ``reason``, in words."""
 
 
 async def queue(out: Out, target: str, *, withdraw: str | None, as_json: bool) -> int:

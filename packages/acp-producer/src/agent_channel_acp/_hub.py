@@ -194,6 +194,7 @@ class Hub:
         """The sequence number of each tool call's card (newer binds got it live)."""
         self._announced: set[str] = set()
         self._unfinished: set[str] = set()
+        self._cancelled_calls: set[str] = set()  # unfinished calls whose region was cancelled
         self._done_cards: OrderedDict[str, None] = OrderedDict()  # finished, oldest first
         self._shown: OrderedDict[str, None] = OrderedDict()
         self._last_streamed = ""
@@ -290,7 +291,17 @@ class Hub:
             "drivable": self.running,
             "clients": len(self.bindings),
             "started": self.created,
+            "runningToolCalls": self.running_tool_calls(),
         }
+
+    def running_tool_calls(self) -> list[dict[str, Any]]:
+        """The tool calls running now, oldest first: what an operator names to cancel one."""
+        running = sorted(self._unfinished, key=lambda i: self.card_seq.get(i, 0))
+        return [
+            {"id": i, "title": self.cards[i][0], "kind": self.cards[i][1]}
+            for i in running
+            if i in self.cards
+        ]
 
     # -- bindings ----------------------------------------------------------------------
 
@@ -348,19 +359,32 @@ class Hub:
         self._queue_changed()
         return True
 
-    def interrupt(self) -> None:
-        """A driver's ``session/cancel``: stop the running turn. While parked there is no
-        turn to stop, and nothing is queued that could stop a later one (A12, A13)."""
+    def interrupt(self) -> bool:
+        """A driver's ``session/cancel``: stop the running turn; ``False`` when there was none.
+        While parked there is no turn to stop, and nothing is queued that could stop a later
+        one (A12, A13)."""
         from agent_channel import Cancel
 
         if self.finished is not None or self.parked is not None:
-            return
+            return False
         self.ref.interrupt(Cancel("user_cancel"))
+        return True
 
     def cancel_tool_call(self, tool_call_id: str) -> bool:
         if self.finished is not None or tool_call_id not in self._unfinished:
             return False
-        return self.ref.cancel_region(tool_call_id)
+        if not self.ref.cancel_region(tool_call_id):
+            return False
+        self._cancelled_calls.add(tool_call_id)
+        return True
+
+    def tool_call_state(self, tool_call_id: str) -> str:
+        """Why a call cannot be cancelled (A22's ``false``), in a word: ``cancelling`` (a
+        cancel is on its way), ``not_in_region`` (it runs, but its agent did not put it in
+        ``ch.region(id)``: only the turn can be stopped), ``finished``, ``unknown``."""
+        if tool_call_id in self._unfinished and self.finished is None:
+            return "cancelling" if tool_call_id in self._cancelled_calls else "not_in_region"
+        return "finished" if tool_call_id in self._done_cards else "unknown"
 
     # -- approvals (A20) ---------------------------------------------------------------
 
@@ -490,6 +514,7 @@ class Hub:
     def _card_done(self, tool_call_id: str) -> None:
         """A call finished: its card is remembered among the last :data:`CARDS_KEPT`."""
         self._unfinished.discard(tool_call_id)
+        self._cancelled_calls.discard(tool_call_id)
         done = self._done_cards
         done[tool_call_id] = None
         done.move_to_end(tool_call_id)

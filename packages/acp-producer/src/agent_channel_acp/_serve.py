@@ -18,7 +18,7 @@ import os
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ._discovery import Publication, Record, RuntimeDirError, runtime_dir, sweep
 from ._listen import Listener, ListenError, listen_tcp, listen_unix
@@ -166,6 +166,25 @@ def _with_task(body: Callable[[], Awaitable[Any]], task: str) -> Callable[[], Aw
     return run
 
 
+GENERIC_NAMES = frozenset(
+    {"factory", "agent_factory", "make_agent", "create_agent", "build_agent", "get_agent"}
+    | {"agent", "make", "create", "build", "main"}
+)
+"""Factory names that say nothing of the agent: its executions take the module's name."""
+
+
+def agent_name(spec: str, body: object) -> str:
+    """What ``serve`` calls the executions of ``spec``'s agent: the name its body carries
+    (a ``name`` attribute: the agent's own), else the factory's, else, when that one is
+    generic (``factory``), its module's: what the author named."""
+    own = getattr(body, "name", None)
+    if isinstance(own, str) and own.strip():
+        return own.strip()
+    module, _, attr = spec.partition(":")
+    last = attr.rpartition(".")[2]
+    return module if last.lower() in GENERIC_NAMES else last
+
+
 def _title(name: str, task: str | None, i: int, count: int) -> str:
     title = name
     if task:
@@ -194,7 +213,7 @@ def _announcer(count: int, as_json: bool) -> Callable[[Record], None]:
 def serve_command(
     factory: Callable[..., Any],
     *,
-    name: str,
+    spec: str,
     model: str | None,
     task: str | None,
     socket_path: str | None,
@@ -205,35 +224,63 @@ def serve_command(
     context_window: int | None,
     as_json: bool,
 ) -> int:
-    """``agent-channel-acp serve``: run ``count`` executions until SIGINT/SIGTERM; exit status."""
+    """``agent-channel-acp serve``: run ``count`` executions until SIGINT/SIGTERM; exit status.
+
+    A factory that gives no runnable body ends ``serve`` with a :class:`ServeError`: what
+    it returned is checked here, and what calling that returns as the executions start
+    (no execution of such a factory could ever run).
+    """
     from ._attach import AttachServer
+    from ._session import NotRunnable
 
     bodies: list[Callable[[], Awaitable[Any]]] = []
+    name = ""
     for _ in range(count):
         try:
             body = factory(model)
         except Exception as e:
             raise ServeError(f"the agent factory failed: {type(e).__name__}: {e}") from None
-        bodies.append(_with_task(body, task) if task else body)
+        if not callable(body):
+            raise ServeError(
+                f"the agent factory returned {body!r} ({type(body).__name__}), not a callable "
+                "body: factory(model) must return the async function that runs one execution"
+            )
+        name = name or agent_name(spec, body)
+        runnable = cast("Callable[[], Awaitable[Any]]", body)  # called as it starts: checked there
+        bodies.append(_with_task(runnable, task) if task else runnable)
 
     path = Path(socket_path).absolute() if socket_path else None  # verbs run from anywhere
 
     async def main() -> None:
         server = AttachServer(replay=replay, approve=approve, context_window=context_window)
+        hosting = asyncio.current_task()
+        unrunnable: list[NotRunnable] = []
+
+        async def one(i: int, body: Callable[[], Awaitable[Any]]) -> None:
+            try:
+                await server.run(body, title=_title(name, task, i, count))
+            except NotRunnable as e:
+                unrunnable.append(e)
+                if hosting is not None and len(unrunnable) == 1:
+                    hosting.cancel()
+            except Exception as e:
+                log.error("an execution failed: %r", e)
 
         async def start() -> None:
-            runs = (server.run(b, title=_title(name, task, i, count)) for i, b in enumerate(bodies))
-            for result in await asyncio.gather(*runs, return_exceptions=True):
-                if isinstance(result, Exception):
-                    log.error("an execution failed: %r", result)
+            await asyncio.gather(*(one(i, b) for i, b in enumerate(bodies)))
 
-        await host(
-            server,
-            socket_path=path,
-            port=port,
-            start=start,
-            announce=_announcer(count, as_json),
-        )
+        try:
+            await host(
+                server,
+                socket_path=path,
+                port=port,
+                start=start,
+                announce=_announcer(count, as_json),
+            )
+        except asyncio.CancelledError:
+            if unrunnable:
+                raise ServeError(f"the agent factory's body cannot run: {unrunnable[0]}") from None
+            raise
 
     try:
         asyncio.run(main())

@@ -102,7 +102,7 @@ class FrameWriter(Protocol):
         ...
 
 
-class NotRunnable(Exception):
+class NotRunnable(TypeError):
     """The factory's body cannot be run; the message says what it was instead."""
 
 
