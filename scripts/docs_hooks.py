@@ -14,6 +14,13 @@ Generated, not hand-written, so they cannot drift from what they describe:
   repository root) with its title dropped and its headings one level down, so the
   package changelogs sit under one page's headings.
 
+Each directive opens a section that ``<!-- /NAME -->`` closes, and the file holds the
+generated text between the two, so the page reads whole where the Markdown itself is
+read (a code host): ``scripts/gen_docs.py`` writes it, ``tests/test_docs_site.py`` fails
+when a file no longer matches its source, and the build renders it afresh anyway. An
+included file is the exception: the raw page links to it (it changes with every
+changelog entry), the site shows its text.
+
 A directive that cannot be honoured (a missing file, a parser that will not build) stops
 the build: a page is never published with a hole in it.
 """
@@ -33,12 +40,13 @@ from examples import ROOT, example  # after the path insert: a hook is loaded by
 CLI_WIDTH = 88
 """Columns the help is wrapped to, fixed so the page does not depend on the terminal."""
 
-_CLI = re.compile(r"^<!-- cli-reference -->$", re.M)
-_EXAMPLE = re.compile(r"^<!-- example (\S+) -->$", re.M)
-_RULE_TESTS = re.compile(r"^<!-- rule-tests -->$", re.M)
+_SECTION = re.compile(
+    r"^<!-- (?P<name>example|cli-reference|rule-tests|include)(?: (?P<arg>\S+))? -->$"
+    r"(?:\n.*?^<!-- /(?P=name) -->$)?",  # a directive not yet followed by its text: the marker
+    re.M | re.S,
+)
 _RULE = re.compile(r"^- \*\*([SA][1-9][0-9]?[a-z]?)\*\* (.*)$", re.M)
 _RULE_TEST = re.compile(r"^(?:async )?def (test_([sa][1-9][0-9]?[a-z]?)_\w*)", re.M)
-_INCLUDE = re.compile(r"^<!-- include (\S+) -->$", re.M)
 _HEADING = re.compile(r"^(#{1,5}) ", re.M)
 
 
@@ -100,8 +108,41 @@ def include(path: str) -> str:
     return _HEADING.sub(lambda m: f"#{m.group(1)} ", text)
 
 
+def _generated(name: str, arg: str | None, page: Path | None) -> str:
+    """The Markdown a directive stands for; for an include in a raw page, a link to it."""
+    if name == "cli-reference":
+        return cli_reference()
+    if name == "rule-tests":
+        return rule_tests()
+    if arg is None:
+        raise ValueError(f"<!-- {name} --> needs an argument")
+    if name == "example":
+        return f"```python\n{example(arg)}```\n"
+    if page is None:
+        return include(arg)
+    if not (ROOT / arg).is_file():
+        raise FileNotFoundError(f"<!-- include {arg} -->: no file {ROOT / arg}")
+    link = os.path.relpath(ROOT / arg, page.parent)
+    return f"The documentation site shows [`{arg}`]({link}) here.\n"
+
+
+def render(markdown: str, page: Path | None = None) -> str:
+    """Every directive's section filled from the source.
+
+    With ``page`` (the file's path) the result is the raw file as it should be, markers
+    kept and the text between them; without, it is what the site shows, markers gone.
+    """
+
+    def fill(m: re.Match[str]) -> str:
+        name, arg = m.group("name"), m.group("arg")
+        text = _generated(name, arg, page)
+        if page is None:
+            return text
+        opening = f"<!-- {name} {arg} -->" if arg else f"<!-- {name} -->"
+        return f"{opening}\n\n{text}\n<!-- /{name} -->"
+
+    return _SECTION.sub(fill, markdown)
+
+
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
-    markdown = _CLI.sub(lambda _: cli_reference(), markdown)
-    markdown = _RULE_TESTS.sub(lambda _: rule_tests(), markdown)
-    markdown = _EXAMPLE.sub(lambda m: f"```python\n{example(m.group(1))}```", markdown)
-    return _INCLUDE.sub(lambda m: include(m.group(1)), markdown)
+    return render(markdown)

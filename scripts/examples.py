@@ -1,4 +1,4 @@
-"""The runnable examples of the package READMEs, read out of the READMEs themselves.
+"""The runnable examples of the package READMEs and docs/examples/, read from where they live.
 
 One place names them, so the documentation site shows, and CI's wheel smoke runs, the
 very code a reader copies from PyPI. Stdlib only: CI runs it before any venv exists.
@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 EXAMPLES = {
-    # name: (README, how the block's first line starts)
+    # name: (README, how the block's first line starts), or the path of a whole file
     "core-agent": ("packages/channel-core/README.md", '"""letters.py'),
     "core-runtime": (
         "packages/channel-core/README.md",
@@ -22,6 +22,11 @@ EXAMPLES = {
         "packages/react-consumer/README.md",
         "import anyio\nfrom agent_channel_react import AgentState",
     ),
+    "acp-attachable": (
+        "packages/acp-producer/README.md",
+        "import asyncio\nfrom agent_channel import ChatMessageUser, open_channel",
+    ),
+    "slow-tools": "docs/examples/slow_tools.py",
 }
 
 
@@ -37,4 +42,7 @@ def python_block(readme: str, start: str) -> str:
 
 
 def example(name: str) -> str:
-    return python_block(*EXAMPLES[name])
+    where = EXAMPLES[name]
+    if isinstance(where, str):
+        return (ROOT / where).read_text(encoding="utf-8")
+    return python_block(*where)

@@ -125,3 +125,63 @@ def test_every_subcommand_the_pages_show_exists() -> None:
         if word not in subparsers.choices
     }
     assert not unknown, unknown
+
+
+_DIRECTIVE = re.compile(r"^<!-- (example|cli-reference|rule-tests|include)\b[^>]*-->$", re.M)
+
+
+def test_no_directive_leaves_an_empty_section_in_the_raw_page() -> None:
+    """A reader on a code host sees the file as it is: the generated text must be in it."""
+    empty = []
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for m in _DIRECTIVE.finditer(text):
+            close = text.find(f"<!-- /{m.group(1)} -->", m.end())
+            if close == -1 or not text[m.end() : close].strip():
+                empty.append(f"{page.relative_to(ROOT)}: {m.group(0)}")
+    assert not empty, "sections with nothing in the file (run scripts/gen_docs.py):\n" + "\n".join(
+        empty
+    )
+
+
+def test_the_raw_pages_hold_what_the_site_shows(hooks: ModuleType) -> None:
+    """What a page's file holds between its markers is what the source says today."""
+    stale = [
+        str(page.relative_to(ROOT))
+        for page in sorted((ROOT / "docs").rglob("*.md"))
+        if hooks.render(text := page.read_text(encoding="utf-8"), page) != text
+    ]
+    assert not stale, (
+        f"stale generated sections in {', '.join(stale)}: "
+        "regenerate with `uv run python scripts/gen_docs.py` and commit the result"
+    )
+
+
+def test_the_site_shows_the_generated_text_without_markers(hooks: ModuleType) -> None:
+    raw = (ROOT / "docs/quickstart-agent-author.md").read_text(encoding="utf-8")
+    page = hooks.on_page_markdown(raw)
+    assert "<!-- example" not in page and "<!-- /example -->" not in page
+    assert page.count('"""letters.py') == 1  # the example once, not once per marker
+    included = hooks.on_page_markdown((ROOT / "docs/changelog.md").read_text(encoding="utf-8"))
+    assert "The documentation site shows" not in included  # the site shows the text itself
+    assert re.search(r"^### \d+\.\d+\.\d+", included, re.M)
+
+
+@pytest.mark.parametrize(
+    ("page", "module"),
+    [
+        ("core", "agent_channel"),
+        ("react", "agent_channel_react"),
+        ("acp", "agent_channel_acp"),
+    ],
+)
+def test_an_api_page_lists_every_public_name_once(page: str, module: str) -> None:
+    """The pages order their members by hand: a name added to ``__all__`` must be placed."""
+    import importlib
+
+    listed = re.findall(
+        r"^        - (\w+)$", (ROOT / f"docs/api/{page}.md").read_text(encoding="utf-8"), re.M
+    )
+    public = set(importlib.import_module(module).__all__) - {"__version__"}
+    assert len(listed) == len(set(listed))
+    assert set(listed) == public

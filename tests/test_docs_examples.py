@@ -1,0 +1,134 @@
+"""The agent author's quickstart example (docs/examples/slow_tools.py), run as written.
+
+A runtime drives it the way a producer would, on asyncio and trio: one tool call stopped
+alone (the turn goes on and the call gets the core's cancelled result), a message sent
+while the tools run (read before the model's next call), and a stop of the whole turn
+(repaired). The operator's actions are taken in the event callback, at the moment the
+event says they apply, so nothing depends on timing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anyio
+import pytest
+from agent_channel import (
+    AgentRef,
+    AwaitingInput,
+    Cancel,
+    ChatMessageAssistant,
+    ChatMessageTool,
+    ChatMessageUser,
+    ExecutionEvent,
+    ToolCallStarted,
+    TurnCancelled,
+    UserMessage,
+    open_channel,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "docs/examples/slow_tools.py"
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def slow_tools() -> Iterator[Any]:
+    spec = importlib.util.spec_from_file_location("slow_tools", EXAMPLE)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop("slow_tools", None)
+
+
+async def _drive(
+    module: ModuleType, act: Callable[[AgentRef, ExecutionEvent, int], None], turns: int
+) -> list[object]:
+    """Run the example's factory, post one message, let ``act`` play the operator."""
+    events: list[ExecutionEvent] = []
+    messages: list[object] = []
+    idle = anyio.Event()
+    with anyio.fail_after(20):  # a hang guard
+        async with open_channel() as ch, anyio.create_task_group() as tg:
+            ref = ch.ref()
+
+            def on_event(event: ExecutionEvent) -> None:
+                events.append(event)
+                act(ref, event, sum(isinstance(e, ToolCallStarted) for e in events))
+                if sum(isinstance(e, AwaitingInput) for e in events) == turns:
+                    idle.set()
+
+            ref.subscribe(on_event)
+            tg.start_soon(module.factory(None))
+            ref.post(UserMessage("otter badger"))
+            await idle.wait()
+            messages.extend(ref.messages())
+            tg.cancel_scope.cancel()
+    return [*messages, *events]
+
+
+async def test_one_tool_call_stopped_alone_and_the_turn_goes_on(slow_tools: Any) -> None:
+    slow_tools.SECONDS = 0.01
+
+    def operator(ref: AgentRef, event: ExecutionEvent, started: int) -> None:
+        if isinstance(event, ToolCallStarted) and started == 1:  # ctrl+t on the first card
+            assert ref.cancel_region(event.tool_call_id) is True
+
+    seen = await _drive(slow_tools, operator, turns=1)
+    results = [(m.content, m.error) for m in seen if isinstance(m, ChatMessageTool)]
+    assert results == [
+        ("Tool call cancelled by the operator.", "cancelled"),
+        ("'badger' is a word", None),
+    ]
+    answers = [m.text for m in seen if isinstance(m, ChatMessageAssistant)]
+    assert answers[-1] == "Done: 1 found, 1 stopped."
+    assert not any(isinstance(e, TurnCancelled) for e in seen)
+
+
+async def test_a_message_sent_while_the_tools_run_is_read_before_the_answer(
+    slow_tools: Any,
+) -> None:
+    slow_tools.SECONDS = 0.01
+
+    def operator(ref: AgentRef, event: ExecutionEvent, started: int) -> None:
+        if isinstance(event, ToolCallStarted) and started == 2:
+            ref.post(UserMessage("also: be brief"))
+
+    seen = await _drive(slow_tools, operator, turns=1)
+    messages = [m for m in seen if isinstance(m, ChatMessageUser | ChatMessageTool)]
+    assert [type(m).__name__ for m in messages] == [
+        "ChatMessageUser",
+        "ChatMessageTool",
+        "ChatMessageTool",
+        "ChatMessageUser",  # after both results, before the model's answer
+    ]
+    assert messages[-1].text == "also: be brief"
+    answers = [m.text for m in seen if isinstance(m, ChatMessageAssistant)]
+    assert answers[-1] == "Done: 2 found, 0 stopped."
+
+
+async def test_a_stop_of_the_turn_repairs_the_open_tool_calls(slow_tools: Any) -> None:
+    slow_tools.SECONDS = 3600  # stopped long before
+
+    def operator(ref: AgentRef, event: ExecutionEvent, started: int) -> None:
+        if isinstance(event, ToolCallStarted) and started == 1:  # Esc, or the editor's stop
+            ref.interrupt(Cancel("user_cancel"))
+
+    seen = await _drive(slow_tools, operator, turns=1)
+    results = [(m.tool_call_id, m.error) for m in seen if isinstance(m, ChatMessageTool)]
+    assert [error for _, error in results] == ["cancelled", "cancelled"]  # both calls answered
+    assert sum(isinstance(e, TurnCancelled) for e in seen) == 1
+    answers = [m.text for m in seen if isinstance(m, ChatMessageAssistant)]
+    assert answers == ["Looking up 2 word(s)."]  # the turn ended at the stop
