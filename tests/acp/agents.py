@@ -9,6 +9,7 @@ The model reads the last user message and follows its keywords:
 - ``loop``: call ``quick`` forever (the turn-request limit stops it).
 - ``think``: a reasoning part and a text part of one message.
 - ``hang``: stream one piece, then never finish the model call.
+- ``stall``: never finish the model call, streaming nothing.
 - ``refuse`` / ``long``: stop reasons ``refusal`` / ``max_tokens``.
 - ``inspect``: answer with a JSON summary of the model's own input.
 - ``crash``: the model raises.
@@ -119,7 +120,8 @@ def script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) -> Script
 
 
 class TestModel:
-    """The scripted model, plus ``hang``: one streamed piece, then a call that never ends."""
+    """The scripted model, plus ``hang``: one streamed piece, then a call that never ends;
+    and ``stall``: a call that never ends and streams nothing."""
 
     def __init__(self) -> None:
         self.inner = ScriptedModel(script)
@@ -135,6 +137,8 @@ class TestModel:
         last = next((m for m in reversed(messages) if isinstance(m, ChatMessageUser)), None)
         if last is not None and "hang" in last.text.split() and messages[-1] is last:
             stream.text("thinking about it")
+            await anyio.sleep_forever()
+        if last is not None and "stall" in last.text.split() and messages[-1] is last:
             await anyio.sleep_forever()
         return await self.inner.generate(messages, tools, config, stream)
 

@@ -115,7 +115,9 @@ async def test_console_renders_the_conversation_and_a_running_tool_card(rt: Path
             assert isinstance(card, EntryView)
             assert "running" in str(card.content) and "interruptible agents" in str(card.content)
             assert "First, a search." in shown(app, "agent")
-            await until(pilot, "the indicator", lambda: "working" in panel(app, "#header"))
+            await until(
+                pilot, "the indicator", lambda: "running · turn started" in panel(app, "#header")
+            )
 
 
 async def test_esc_sends_session_cancel_and_the_card_turns_cancelled(rt: Path) -> None:
@@ -131,7 +133,9 @@ async def test_esc_sends_session_cancel_and_the_card_turns_cancelled(rt: Path) -
             inp = app.query_one("#input")
             assert app.focused is inp
             assert "redirect" in str(inp.placeholder)  # pyright: ignore[reportAttributeAccessIssue]
-            await until(pilot, "the indicator", lambda: "waiting for you" in panel(app, "#header"))
+            await until(
+                pilot, "the indicator", lambda: "waiting for operator" in panel(app, "#header")
+            )
 
 
 async def test_enter_while_busy_shows_queued_then_the_echo_replaces_it(rt: Path) -> None:
@@ -259,7 +263,7 @@ async def test_approval_card_answered_by_key(rt: Path) -> None:
                 pilot, "the approval card", lambda: "Approval needed" in panel(app, "#approval")
             )
             assert "interruptible agents" in panel(app, "#approval")
-            await until(pilot, "the indicator", lambda: "waiting for you" in panel(app, "#header"))
+            await until(pilot, "the indicator", lambda: "approval pending" in panel(app, "#header"))
             await pilot.press("ctrl+y")
             card = await until(pilot, "the tool running", lambda: running_card(app))
             assert isinstance(card, EntryView)
@@ -304,7 +308,7 @@ async def test_clear_message_at_execution_end_with_undelivered_messages(rt: Path
             await until(pilot, "the end", lambda: "The execution has ended" in shown(app, "note"))
             note = shown(app, "note")
             assert "you will not read this" in note
-            await until(pilot, "the indicator", lambda: "ended" in panel(app, "#header"))
+            await until(pilot, "the indicator", lambda: "finished" in panel(app, "#header"))
             assert not views(app, "queued")
 
 

@@ -45,7 +45,7 @@ def test_a5_bind_confirmation_sets_role_and_is_not_shown() -> None:
     assert not s.entries
     assert s.activity == "connecting"
     s.connection = "connected"
-    assert s.activity == "working"
+    assert s.activity == "running · turn started"
 
 
 def test_s9_chunks_of_one_message_join_and_reasoning_is_its_own_entry() -> None:
@@ -170,7 +170,7 @@ def test_a17_end_message_lists_undelivered_and_drops_queued_lines() -> None:
     texts = [e.text for e in s.entries.values()]
     assert len(texts) == 1 and "ended (cancelled)" in texts[0] and "- too late" in texts[0]
     s.connection = "connected"
-    assert s.activity == "ended"
+    assert s.activity == "finished · turn ended"
 
 
 def test_bounds_entries_and_text() -> None:
@@ -208,3 +208,53 @@ def test_link_folds_stream_lines_in_order_and_passes_requests_and_responses_on()
     assert not link.fold(line({"id": 3, "result": {"stopReason": "end_turn"}}))
     assert not link.fold(line({"id": 4, "method": "session/request_permission", "params": {}}))
     assert not link.fold(b"not json\n")
+
+
+def test_a9_text_of_an_interrupted_model_call_is_marked_not_left_as_said() -> None:
+    """The completion marker of a cancelled model call names the message it streamed: that
+    text never entered the conversation, and the entry says so (issue 16)."""
+    s = State()
+    s.update(chunk("agent_thought_chunk", "hmm", "m1"))
+    s.update(chunk("agent_message_chunk", "First, a search.", "m1"))
+    s.update(chunk("agent_message_chunk", "Kept.", "m0"))
+    s.update(chunk("agent_message_chunk", "", "m1", modelCall={"id": "c1", "status": "cancelled"}))
+    marked = {e.key: e.interrupted for e in s.entries.values()}
+    assert marked == {"msg:m1:reasoning": True, "msg:m1:agent": True, "msg:m0:agent": False}
+    line = s.entries["msg:m1:agent"].line()
+    assert line == "agent (interrupted: not in the conversation): First, a search."
+
+
+def test_turn_state_is_said_in_the_words_of_ls() -> None:
+    """One vocabulary (issue 16): the execution's status as `ls` says it (running, waiting
+    for operator, finished, failed), then the turn state; never "idle" alone."""
+    s = State(connection="connected")
+    said: list[str] = [s.activity]
+    for state in ("started", "cancelled", "started", "ended"):
+        s.notification("_agent_channel/turn_state", {"sessionId": "e", "state": state})
+        said.append(s.activity)
+    assert said == [
+        "waiting for operator · turn idle",
+        "running · turn started",
+        "waiting for operator · turn cancelled: send a redirect",
+        "running · turn started",
+        "waiting for operator · turn ended",
+    ]
+    s.approval = {"toolCall": {}, "options": []}
+    assert s.activity == "waiting for operator · approval pending"
+
+
+def test_a_failed_execution_says_failed() -> None:
+    s = State(connection="connected")
+    s.notification("_agent_channel/turn_state", {"sessionId": "e", "state": "started"})
+    s.notification(
+        "_agent_channel/session_ended",
+        {
+            "sessionId": "e",
+            "stopReason": None,
+            "error": "ModelError: unreachable",
+            "undelivered": [],
+        },
+    )
+    (note,) = [e.text for e in s.entries.values()]
+    assert note.startswith("The execution failed: ModelError: unreachable.")
+    assert (s.status, s.activity) == ("failed", "failed · turn started")

@@ -46,7 +46,7 @@ def test_demo_script_plays_the_operator_and_prints_a_readable_transcript(tmp_pat
         "its echo replaced the queued line",
         "operator interrupts the turn (Esc)",
         "[tool cancelled]",
-        "waiting for you",
+        "waiting for operator · turn cancelled",
         "operator redirects:",
         "operator queues a second thought",
         "withdrawn before the agent read it",

@@ -87,7 +87,7 @@ first; every unfinished call is known. So the hub's card maps hold at most this 
 plus the calls in flight, however many calls the execution makes."""
 META = "agent_channel."
 
-Status = str  # "running" | "waiting for operator" | "finished"
+Status = str  # "running" | "waiting for operator" | "finished" | "failed"
 
 
 @dataclass(slots=True)
@@ -198,6 +198,7 @@ class Hub:
         self._done_cards: OrderedDict[str, None] = OrderedDict()  # finished, oldest first
         self._shown: OrderedDict[str, None] = OrderedDict()
         self._last_streamed = ""
+        self._streamed_by = ""  # the model call that streamed it
         self._history: list[ChatMessage] = []  # for a consumer that publishes but shares none
         self._step: list[Live | Chunk] = []  # this loop step's items, not handed over yet
         # state
@@ -273,7 +274,7 @@ class Hub:
     @property
     def status(self) -> Status:
         if self.finished is not None:
-            return "finished"
+            return "failed" if self.finished.error is not None else "finished"
         if self.parked is not None:
             return "waiting for operator"
         return "running"
@@ -446,6 +447,7 @@ class Hub:
     def _render(self, ev: ExecutionEvent) -> None:
         if isinstance(ev, ModelDelta):
             mid = ev.message_id
+            self._streamed_by = ev.call_id
             if mid != self._last_streamed:
                 self._last_streamed = mid
                 self._remember_shown(mid)
@@ -527,7 +529,9 @@ class Hub:
     def _model_finished(self, ev: ModelCallFinished) -> None:
         msg = ev.message
         if ev.cancelled and self._attach:  # A9: the client learns the model call is over
-            marker = m.chunk_json("text", "", self._last_streamed or ev.call_id)
+            # the message this call streamed; none (the call's id) if it streamed nothing
+            streamed = self._streamed_by == ev.call_id and self._last_streamed
+            marker = m.chunk_json("text", "", streamed or ev.call_id)
             marker["_meta"] = {f"{META}modelCall": {"id": ev.call_id, "status": "cancelled"}}
             self._emit(Live(None, marker))
         if msg is not None and msg.id not in self._shown:

@@ -59,8 +59,9 @@ def demo_main(*, script: bool, tool_seconds: float | None, model: str | None = N
     except ScriptFailed as e:
         sys.stderr.write(f"agent-channel-acp: demo: {e}\n")
         return 1
+    app = Console(pid=pid)
     try:
-        Console(pid=pid).run()
+        app.run()
     finally:
         stop_server(proc)
-    return 0
+    return app.exit_status("demo")

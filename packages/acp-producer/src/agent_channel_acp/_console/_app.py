@@ -8,12 +8,13 @@ bounded work per frame and the link never waits on it.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from typing import Any, ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Input, Static
 
@@ -24,6 +25,7 @@ from ._widgets import (
     Picker,
     ReasoningView,
     SidePanel,
+    Transcript,
     approval_markup,
     header_markup,
     make_view,
@@ -74,6 +76,9 @@ class Console(App[None]):
         Binding("ctrl+y", "allow", "allow", priority=True),
         Binding("ctrl+n", "reject", "reject", priority=True),
         Binding("ctrl+q", "quit", "quit", priority=True),
+        Binding("pageup", "page_up", "scroll", key_display="pgup/pgdn", priority=True),
+        Binding("pagedown", "page_down", "scroll", show=False, priority=True),
+        Binding("end", "latest", "latest", priority=True),
     ]
 
     def __init__(
@@ -97,7 +102,7 @@ class Console(App[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="header")
         with Horizontal(id="body"):
-            yield VerticalScroll(id="log")
+            yield Transcript(id="log")
             yield SidePanel()
         yield Input(placeholder=_READY, id="input")
         yield Footer()
@@ -113,6 +118,11 @@ class Console(App[None]):
         self._dirty = True
 
     def _draw(self) -> None:
+        try:
+            log = self.query_one("#log", Transcript)
+        except NoMatches:
+            return  # a frame that fires while the screen is torn down
+        log.keep_up()  # what the last frame added may have been laid out only since
         if not self._dirty:
             return
         now = time.monotonic()
@@ -121,11 +131,6 @@ class Console(App[None]):
         self._drawn = now
         self._dirty = False
         state = self.state
-        try:
-            log = self.query_one("#log", VerticalScroll)
-        except NoMatches:
-            return  # a frame that fires while the screen is torn down
-        at_end = log.scroll_offset.y >= log.max_scroll_y - 1
         for key in state.removed:
             view = self._views.pop(key, None)
             if view is not None:
@@ -155,8 +160,7 @@ class Console(App[None]):
         self._put("#queue", queue_markup(state))
         if self._put("#approval", approval_markup(state.approval)):
             self.query_one("#approval").set_class(state.approval is not None, "active")
-        if at_end:
-            log.scroll_end(animate=False)
+        log.keep_up()
         self.frames += 1
 
     def _put(self, selector: str, markup: str) -> bool:
@@ -240,6 +244,19 @@ class Console(App[None]):
 
         self._spawn(cancel())
 
+    def action_page_up(self) -> None:
+        self.query_one("#log", Transcript).scroll_page_up(animate=False)
+
+    def action_page_down(self) -> None:
+        self.query_one("#log", Transcript).scroll_page_down(animate=False)
+
+    def action_latest(self) -> None:
+        """End: the end of the conversation (following it again), and of the input line."""
+        log = self.query_one("#log", Transcript)
+        log.follow = True
+        log.scroll_end(animate=False)
+        self.query_one("#input", Input).action_end()
+
     def action_next_tool(self) -> None:
         running = [e.key for e in self.state.running_tools()]
         if not running:
@@ -287,6 +304,15 @@ class Console(App[None]):
     def action_reject(self) -> None:
         self._answer(False)
 
+    def exit_status(self, verb: str) -> int:
+        """After the app closed: 1 if the execution it watched failed, said in one line on
+        stderr (the screen that said it is gone), else 0."""
+        ended = self.state.ended
+        if ended is None or not ended.get("error"):
+            return 0
+        sys.stderr.write(f"agent-channel-acp: {verb}: the execution failed: {ended['error']}\n")
+        return 1
+
     # -- the picker --------------------------------------------------------------------
 
     async def _choose(self, targets: list[Target]) -> Target | None:
@@ -307,5 +333,6 @@ class Console(App[None]):
 
 def run_console(target: str | None, *, observe: bool = False) -> int:
     """Run the console in this terminal; the exit status."""
-    Console(target=target, observe=observe).run()
-    return 0
+    app = Console(target=target, observe=observe)
+    app.run()
+    return app.exit_status("attach")

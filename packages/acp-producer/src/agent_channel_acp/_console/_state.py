@@ -23,6 +23,8 @@ MAX_ENTRIES = 2000
 """Entries kept (messages, cards, notes); the oldest are dropped past this."""
 MAX_TEXT = 20_000
 """Characters kept of one entry's text (its tail: where the stream is)."""
+INTERRUPTED = "interrupted: not in the conversation"
+"""How streamed text that an interrupt kept out of the conversation is marked."""
 MAX_LEFT = 256
 """Our message ids remembered after they left the queue."""
 
@@ -53,6 +55,9 @@ class Entry:
     result: str = ""
     message_id: str = ""
     """A queued entry: the server's id of the message (the prompt response names it)."""
+    interrupted: bool = False
+    """Streamed text of a model call the operator interrupted: the conversation never got
+    it (A9), so it is shown marked, like a cancelled card."""
 
     def add_text(self, text: str) -> None:
         joined = self.text + text
@@ -77,6 +82,8 @@ class Entry:
             "queued": "operator (queued)> ",
             "note": "-- ",
         }.get(self.kind, "")
+        if self.interrupted:
+            prefix = prefix.rstrip(": ") + f" ({INTERRUPTED}): "
         return prefix + self.text.strip()
 
 
@@ -152,19 +159,28 @@ class State:
     # -- the indicator ---------------------------------------------------------------
 
     @property
+    def status(self) -> str:
+        """The execution's status in the words ``ls`` uses: running, waiting for operator,
+        finished or failed. Between turns the console infers "waiting for operator" (the
+        wire says when a turn ends, not when the agent starts waiting; A11 after a cancel)."""
+        if self.ended is not None:
+            return "failed" if self.ended.get("error") else "finished"
+        if self.turn == "started":
+            return "running"
+        return "waiting for operator"
+
+    @property
     def activity(self) -> str:
-        """working, idle, waiting for you, ended, or disconnected — for the header."""
+        """The header's words: the status and the turn state, as ``ls`` says them (or the
+        connection's state while not connected)."""
         if self.connection != "connected":
             return self.connection
-        if self.ended is not None:
-            return "ended"
-        if self.approval is not None:
-            return "waiting for you (approval)"
-        if self.turn == "started":
-            return "working"
-        if self.turn == "cancelled":
-            return "waiting for you (stopped: send a redirect)"
-        return "idle"
+        turn = f"turn {self.turn or 'idle'}"
+        if self.ended is None and self.approval is not None:
+            turn = "approval pending"
+        elif self.ended is None and self.turn == "cancelled":
+            turn += ": send a redirect"
+        return f"{self.status} · {turn}"
 
     def running_tools(self) -> list[Entry]:
         return [e for e in self.entries.values() if e.kind == "tool" and e.status == "in_progress"]
@@ -249,11 +265,12 @@ class State:
                 return
             text = _text_of(update.get("content"))
             message_id = str(update.get("messageId") or "")
-            if f"{META}modelCall" in meta:
-                entry = self.entries.get(f"msg:{message_id}:text")
-                if entry is not None:
-                    entry.add_text(" [stopped]")
-                    self.changed.append(entry.key)
+            if f"{META}modelCall" in meta:  # A9: that call was cut short, its text dropped
+                for which in ("agent", "reasoning"):
+                    entry = self.entries.get(f"msg:{message_id}:{which}")
+                    if entry is not None:
+                        entry.interrupted = True
+                        self.changed.append(entry.key)
                 return
             which = "agent" if kind == "agent_message_chunk" else "reasoning"
             self._append(f"msg:{message_id}:{which}", which, text)
@@ -381,10 +398,10 @@ class State:
 
 def ended_text(params: dict[str, Any]) -> str:
     """The plain message at the end of an execution, with what never reached the agent."""
-    reason = params.get("stopReason") or "finished"
-    text = f"The execution has ended ({reason})."
     if params.get("error"):
-        text += f" Error: {params['error']}"
+        text = f"The execution failed: {str(params['error']).rstrip('.')}."
+    else:
+        text = f"The execution has ended ({params.get('stopReason') or 'finished'})."
     undelivered = [u for u in params.get("undelivered") or [] if isinstance(u, dict)]
     if undelivered:
         text += f" {len(undelivered)} message(s) were never read by the agent:"

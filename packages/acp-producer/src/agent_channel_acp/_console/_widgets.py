@@ -7,12 +7,12 @@ from typing import Any
 from rich.markup import escape
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Collapsible, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ._state import Entry, State, _compact  # pyright: ignore[reportPrivateUsage]
+from ._state import INTERRUPTED, Entry, State, _compact  # pyright: ignore[reportPrivateUsage]
 
 _WHO = {
     "operator": "[b $accent]operator[/] ▸ ",
@@ -58,6 +58,8 @@ def entry_markup(entry: Entry, *, selected: bool = False) -> str:
         text = escape(text)
     if entry.kind == "queued":
         text += " [dim](queued: the agent reads it at its next step)[/]"
+    if entry.interrupted:  # like a cancelled card: said on the line, in the error colour
+        text = f"[dim strike]{text}[/] [b $error]({INTERRUPTED})[/]"
     closing = "[/]" if entry.kind in ("system", "note") else ""
     return f"{who}{text}{closing}"
 
@@ -85,6 +87,30 @@ class EntryView(Static):
             self.refresh(layout=True)  # a layout is the whole screen's: only when it grew
 
 
+class Transcript(VerticalScroll):
+    """The conversation: it follows its end until the operator scrolls up, and again once
+    they scroll back down to it (or press End).
+
+    Following is a flag set by where the operator scrolls, not a look at the position when
+    something arrives: content grows after a redraw (a new card, a scrollbar that narrows
+    every line), and a view that judged "at the end?" from the position then stopped
+    following for good."""
+
+    follow = True
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if new_value >= self.max_scroll_y:
+            self.follow = True
+        elif new_value < old_value:  # only the operator moves it up
+            self.follow = False
+
+    def keep_up(self) -> None:
+        """Scroll to the end if following and the end moved (called every frame)."""
+        if self.follow and self.scroll_y < self.max_scroll_y:
+            self.scroll_end(animate=False)
+
+
 class ReasoningView(Collapsible):
     """Model reasoning, folded until the operator opens it."""
 
@@ -95,7 +121,8 @@ class ReasoningView(Collapsible):
 
     def refresh_entry(self, *, selected: bool = False) -> None:
         text = self.entry.text.strip()
-        self.title = f"reasoning ({len(text)} characters)"
+        mark = f"{INTERRUPTED}, " if self.entry.interrupted else ""
+        self.title = f"reasoning ({mark}{len(text)} characters)"
         self._body.update(escape(text))
 
 
@@ -107,11 +134,11 @@ def header_markup(state: State) -> str:
     activity = state.activity
     style = (
         "$success"
-        if activity == "working"
+        if activity.startswith("running")
         else "$warning"
         if activity.startswith("waiting")
         else "$error"
-        if activity in ("ended",) or activity.startswith("disconnected")
+        if activity.startswith(("failed", "disconnected"))
         else "$secondary"
     )
     role = state.role or "not bound"
@@ -161,6 +188,7 @@ HELP = (
     "[b]Keys[/]\n"
     "enter  send (queued until read)\n"
     "esc    interrupt the turn\n"
+    "pgup/pgdn scroll; end  the latest\n"
     "ctrl+t cancel the selected tool\n"
     "ctrl+g select the next running tool\n"
     "ctrl+w withdraw your queued message\n"
