@@ -111,7 +111,16 @@ UNKNOWN_METHODS = [
     "/",
     "session/",
 ]
-EXTENSIONS = ["list", "messages", "queue", "withdraw", "cancel_tool_call", "end", "debug"]
+EXTENSIONS = [
+    "list",
+    "messages",
+    "queue",
+    "withdraw",
+    "cancel_tool_call",
+    "cancel_turn",
+    "end",
+    "debug",
+]
 
 
 @dataclass
