@@ -5,52 +5,65 @@ one top-level execution it starts itself. Importing this package is cheap;
 the ACP SDK is imported when a server is first used.
 """
 
+# The public names are listed once: the block below, which type checkers and IDEs read; at
+# run time each loads its module when first asked for (PEP 562). The run-time table,
+# ``__all__`` and ``__dir__`` come from the block (scripts/gen_names.py;
+# tests/acp/test_public_names.py fails while they differ).
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+from types import FunctionType
+from typing import TYPE_CHECKING
 
-from ._version import __version__
+from ._version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from ._attach import AttachServer
-    from ._attachable import Attachable, attachable
-    from ._cli import load_factory
-    from ._serve import host
-    from ._server import AcpServer, AgentFactory, serve
-    from ._stdio import run_stdio, serve_stdio
+    from ._attach import AttachServer as AttachServer
+    from ._attachable import Attachable as Attachable
+    from ._attachable import attachable as attachable
+    from ._cli import load_factory as load_factory
+    from ._serve import host as host
+    from ._server import AcpServer as AcpServer
+    from ._server import AgentFactory as AgentFactory
+    from ._server import serve as serve
+    from ._stdio import run_stdio as run_stdio
+    from ._stdio import serve_stdio as serve_stdio
+else:  # hidden from type checkers, so a misspelt name is still an error
+    # <names> written by scripts/gen_names.py from the block above: edit that, then run it
+    _HOME = {
+        "AttachServer": "_attach",
+        "Attachable": "_attachable",
+        "attachable": "_attachable",
+        "load_factory": "_cli",
+        "host": "_serve",
+        "AcpServer": "_server",
+        "AgentFactory": "_server",
+        "serve": "_server",
+        "run_stdio": "_stdio",
+        "serve_stdio": "_stdio",
+    }
+    # </names>
+    __all__ = sorted([*_HOME, "__version__"])
 
-__all__ = [
-    "AcpServer",
-    "AgentFactory",
-    "AttachServer",
-    "Attachable",
-    "__version__",
-    "attachable",
-    "host",
-    "load_factory",
-    "run_stdio",
-    "serve",
-    "serve_stdio",
-]
+    def __getattr__(name: str) -> object:
+        module = _HOME.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        loaded = importlib.import_module(f"{__name__}.{module}")
+        here = globals()
+        for public, home in _HOME.items():  # the module's other public names too, at once
+            if home == module:
+                value = getattr(loaded, public)
+                # Reprs, help() and pickles say agent_channel_acp.host, wherever it lives; but
+                # not for a class with annotations: typing.get_type_hints reads them there.
+                if value.__module__ == loaded.__name__ and (
+                    isinstance(value, FunctionType)
+                    or (isinstance(value, type) and "__annotations__" not in vars(value))
+                ):
+                    value.__module__ = __name__
+                here[public] = value  # later lookups find it directly
+        return here[name]
 
-_LAZY = {
-    "AcpServer": "._server",
-    "AttachServer": "._attach",
-    "Attachable": "._attachable",
-    "attachable": "._attachable",
-    "host": "._serve",
-    "AgentFactory": "._server",
-    "serve": "._server",
-    "serve_stdio": "._stdio",
-    "run_stdio": "._stdio",
-    "load_factory": "._cli",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    return getattr(import_module(module, __name__), name)
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})

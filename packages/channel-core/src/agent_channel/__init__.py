@@ -7,200 +7,164 @@ loop is the only writer of its conversation; it publishes events that
 producers subscribe to.
 """
 
-# Every name loads its module when first asked for (PEP 562), so ``import agent_channel``
-# defines no pydantic model: a program pays for the parts it uses, when it uses them.
-# The imports below are for type checkers and IDEs only; ``__all__`` is the public API.
+# The public names are listed once: the block below, which type checkers and IDEs read. At
+# run time every name loads its module when first asked for (PEP 562), so ``import
+# agent_channel`` defines no pydantic model: a program pays for the parts it uses, when it uses
+# them. The run-time table, ``__all__`` and ``__dir__`` come from the block
+# (scripts/gen_names.py; tests/test_public_names.py fails while they differ).
 
 from __future__ import annotations
 
 import importlib
+from types import FunctionType
 from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ._channel import (
-        AgentChannel,
-        AgentRef,
-        Approver,
-        Subscriber,
-        agent_channel,
-        open_channel,
-    )
-    from ._consume import Folded, cancelled_result, fold, repair, wait_for_message
-    from ._content import (
-        Content,
-        ContentImage,
-        ContentReasoning,
-        ContentResource,
-        ContentResourceLink,
-        ContentText,
-        content_text,
-    )
-    from ._conversation import Conversation, ModelCall, ToolRun
-    from ._errors import AgentInterrupted, ChannelClosed, ChannelFull, NotOwner
-    from ._events import (
-        AwaitingInput,
-        ExecutionEvent,
-        ExecutionFinished,
-        ItemsDrained,
-        MessageAppended,
-        ModelCallFinished,
-        ModelCallStarted,
-        ModelDelta,
-        StopReason,
-        ToolCallFinished,
-        ToolCallStarted,
-        ToolKind,
-        TurnCancelled,
-        TurnEnded,
-        TurnStarted,
-        TurnState,
-        Usage,
-    )
-    from ._frozen import thaw
-    from ._items import AnyItem, Cancel, CancelReason, ChannelItem, UserMessage, parse_item
-    from ._messages import (
-        ChatMessage,
-        ChatMessageAssistant,
-        ChatMessageSystem,
-        ChatMessageTool,
-        ChatMessageUser,
-        ToolCall,
-        new_id,
-    )
-    from ._regions import NullRegion, Region
-    from ._snapshot import ExecutionSnapshot
 
 __version__ = "0.2.0"
 
-__all__ = [
-    "AgentChannel",
-    "AgentInterrupted",
-    "AgentRef",
-    "AnyItem",
-    "Approver",
-    "AwaitingInput",
-    "Cancel",
-    "CancelReason",
-    "ChannelClosed",
-    "ChannelFull",
-    "ChannelItem",
-    "ChatMessage",
-    "ChatMessageAssistant",
-    "ChatMessageSystem",
-    "ChatMessageTool",
-    "ChatMessageUser",
-    "Content",
-    "ContentImage",
-    "ContentReasoning",
-    "ContentResource",
-    "ContentResourceLink",
-    "ContentText",
-    "Conversation",
-    "ExecutionEvent",
-    "ExecutionFinished",
-    "ExecutionSnapshot",
-    "Folded",
-    "ItemsDrained",
-    "MessageAppended",
-    "ModelCall",
-    "ModelCallFinished",
-    "ModelCallStarted",
-    "ModelDelta",
-    "NotOwner",
-    "NullRegion",
-    "Region",
-    "StopReason",
-    "Subscriber",
-    "ToolCall",
-    "ToolCallFinished",
-    "ToolCallStarted",
-    "ToolKind",
-    "ToolRun",
-    "TurnCancelled",
-    "TurnEnded",
-    "TurnStarted",
-    "TurnState",
-    "Usage",
-    "UserMessage",
-    "agent_channel",
-    "cancelled_result",
-    "content_text",
-    "fold",
-    "new_id",
-    "open_channel",
-    "parse_item",
-    "repair",
-    "thaw",
-    "wait_for_message",
-]
-
-_MODULES: dict[str, tuple[str, ...]] = {
-    "_channel": (
-        "AgentChannel",
-        "AgentRef",
-        "Approver",
-        "Subscriber",
-        "agent_channel",
-        "open_channel",
-    ),
-    "_consume": ("Folded", "cancelled_result", "fold", "repair", "wait_for_message"),
-    "_content": (
-        "Content",
-        "ContentImage",
-        "ContentReasoning",
-        "ContentResource",
-        "ContentResourceLink",
-        "ContentText",
-        "content_text",
-    ),
-    "_conversation": ("Conversation", "ModelCall", "ToolRun"),
-    "_errors": ("AgentInterrupted", "ChannelClosed", "ChannelFull", "NotOwner"),
-    "_events": (
-        "AwaitingInput",
-        "ExecutionEvent",
-        "ExecutionFinished",
-        "ItemsDrained",
-        "MessageAppended",
-        "ModelCallFinished",
-        "ModelCallStarted",
-        "ModelDelta",
-        "StopReason",
-        "ToolCallFinished",
-        "ToolCallStarted",
-        "ToolKind",
-        "TurnCancelled",
-        "TurnEnded",
-        "TurnStarted",
-        "TurnState",
-        "Usage",
-    ),
-    "_frozen": ("thaw",),
-    "_items": ("AnyItem", "Cancel", "CancelReason", "ChannelItem", "UserMessage", "parse_item"),
-    "_messages": (
-        "ChatMessage",
-        "ChatMessageAssistant",
-        "ChatMessageSystem",
-        "ChatMessageTool",
-        "ChatMessageUser",
-        "ToolCall",
-        "new_id",
-    ),
-    "_regions": ("NullRegion", "Region"),
-    "_snapshot": ("ExecutionSnapshot",),
-}
-_HOME = {name: module for module, names in _MODULES.items() for name in names}
-
-
-if not TYPE_CHECKING:  # hidden from type checkers, so a misspelt name is still an error
+if TYPE_CHECKING:
+    from ._channel import AgentChannel as AgentChannel
+    from ._channel import AgentRef as AgentRef
+    from ._channel import Approver as Approver
+    from ._channel import Subscriber as Subscriber
+    from ._channel import agent_channel as agent_channel
+    from ._channel import open_channel as open_channel
+    from ._consume import Folded as Folded
+    from ._consume import cancelled_result as cancelled_result
+    from ._consume import fold as fold
+    from ._consume import repair as repair
+    from ._consume import wait_for_message as wait_for_message
+    from ._content import Content as Content
+    from ._content import ContentImage as ContentImage
+    from ._content import ContentReasoning as ContentReasoning
+    from ._content import ContentResource as ContentResource
+    from ._content import ContentResourceLink as ContentResourceLink
+    from ._content import ContentText as ContentText
+    from ._content import content_text as content_text
+    from ._conversation import Conversation as Conversation
+    from ._conversation import ModelCall as ModelCall
+    from ._conversation import ToolRun as ToolRun
+    from ._errors import AgentInterrupted as AgentInterrupted
+    from ._errors import ChannelClosed as ChannelClosed
+    from ._errors import ChannelFull as ChannelFull
+    from ._errors import NotOwner as NotOwner
+    from ._events import AwaitingInput as AwaitingInput
+    from ._events import ExecutionEvent as ExecutionEvent
+    from ._events import ExecutionFinished as ExecutionFinished
+    from ._events import ItemsDrained as ItemsDrained
+    from ._events import MessageAppended as MessageAppended
+    from ._events import ModelCallFinished as ModelCallFinished
+    from ._events import ModelCallStarted as ModelCallStarted
+    from ._events import ModelDelta as ModelDelta
+    from ._events import StopReason as StopReason
+    from ._events import ToolCallFinished as ToolCallFinished
+    from ._events import ToolCallStarted as ToolCallStarted
+    from ._events import ToolKind as ToolKind
+    from ._events import TurnCancelled as TurnCancelled
+    from ._events import TurnEnded as TurnEnded
+    from ._events import TurnStarted as TurnStarted
+    from ._events import TurnState as TurnState
+    from ._events import Usage as Usage
+    from ._frozen import thaw as thaw
+    from ._items import AnyItem as AnyItem
+    from ._items import Cancel as Cancel
+    from ._items import CancelReason as CancelReason
+    from ._items import ChannelItem as ChannelItem
+    from ._items import UserMessage as UserMessage
+    from ._items import parse_item as parse_item
+    from ._messages import ChatMessage as ChatMessage
+    from ._messages import ChatMessageAssistant as ChatMessageAssistant
+    from ._messages import ChatMessageSystem as ChatMessageSystem
+    from ._messages import ChatMessageTool as ChatMessageTool
+    from ._messages import ChatMessageUser as ChatMessageUser
+    from ._messages import ToolCall as ToolCall
+    from ._messages import new_id as new_id
+    from ._regions import NullRegion as NullRegion
+    from ._regions import Region as Region
+    from ._snapshot import ExecutionSnapshot as ExecutionSnapshot
+else:  # hidden from type checkers, so a misspelt name is still an error
+    # <names> written by scripts/gen_names.py from the block above: edit that, then run it
+    _HOME = {
+        "AgentChannel": "_channel",
+        "AgentRef": "_channel",
+        "Approver": "_channel",
+        "Subscriber": "_channel",
+        "agent_channel": "_channel",
+        "open_channel": "_channel",
+        "Folded": "_consume",
+        "cancelled_result": "_consume",
+        "fold": "_consume",
+        "repair": "_consume",
+        "wait_for_message": "_consume",
+        "Content": "_content",
+        "ContentImage": "_content",
+        "ContentReasoning": "_content",
+        "ContentResource": "_content",
+        "ContentResourceLink": "_content",
+        "ContentText": "_content",
+        "content_text": "_content",
+        "Conversation": "_conversation",
+        "ModelCall": "_conversation",
+        "ToolRun": "_conversation",
+        "AgentInterrupted": "_errors",
+        "ChannelClosed": "_errors",
+        "ChannelFull": "_errors",
+        "NotOwner": "_errors",
+        "AwaitingInput": "_events",
+        "ExecutionEvent": "_events",
+        "ExecutionFinished": "_events",
+        "ItemsDrained": "_events",
+        "MessageAppended": "_events",
+        "ModelCallFinished": "_events",
+        "ModelCallStarted": "_events",
+        "ModelDelta": "_events",
+        "StopReason": "_events",
+        "ToolCallFinished": "_events",
+        "ToolCallStarted": "_events",
+        "ToolKind": "_events",
+        "TurnCancelled": "_events",
+        "TurnEnded": "_events",
+        "TurnStarted": "_events",
+        "TurnState": "_events",
+        "Usage": "_events",
+        "thaw": "_frozen",
+        "AnyItem": "_items",
+        "Cancel": "_items",
+        "CancelReason": "_items",
+        "ChannelItem": "_items",
+        "UserMessage": "_items",
+        "parse_item": "_items",
+        "ChatMessage": "_messages",
+        "ChatMessageAssistant": "_messages",
+        "ChatMessageSystem": "_messages",
+        "ChatMessageTool": "_messages",
+        "ChatMessageUser": "_messages",
+        "ToolCall": "_messages",
+        "new_id": "_messages",
+        "NullRegion": "_regions",
+        "Region": "_regions",
+        "ExecutionSnapshot": "_snapshot",
+    }
+    # </names>
+    __all__ = sorted(_HOME)
 
     def __getattr__(name: str) -> object:
         module = _HOME.get(name)
         if module is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-        globals()[name] = value  # later lookups find it directly
-        return value
+        loaded = importlib.import_module(f"{__name__}.{module}")
+        here = globals()
+        for public, home in _HOME.items():  # the module's other public names too, at once
+            if home == module:
+                value = getattr(loaded, public)
+                # Reprs, help() and pickles say agent_channel.AgentRef, wherever it lives; but
+                # not for a class with annotations: typing.get_type_hints reads them there.
+                if value.__module__ == loaded.__name__ and (
+                    isinstance(value, FunctionType)
+                    or (isinstance(value, type) and "__annotations__" not in vars(value))
+                ):
+                    value.__module__ = __name__
+                here[public] = value  # later lookups find it directly
+        return here[name]
 
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})
