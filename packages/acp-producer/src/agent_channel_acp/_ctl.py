@@ -20,10 +20,10 @@ import json
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
+from typing import TYPE_CHECKING, Any, NoReturn, NotRequired, TextIO, TypedDict, TypeVar, cast
 
 from ._discovery import Record, RuntimeDirError, live_records, runtime_dir
 from ._listen import TOKEN_KEY
@@ -32,6 +32,8 @@ from ._sigint import run
 
 if TYPE_CHECKING:
     from acp.client.connection import ClientSideConnection
+
+    from ._frames import EndParams, Execution, JsonObject, MessagesParams
 
 ASK_SECONDS = 10.0
 """How long one request to a server may take before the verb gives up on it."""
@@ -63,16 +65,21 @@ class _Quiet:
         raise RequestError.method_not_found(f"_{method}")
 
 
+T = TypeVar("T")
+
+
 @dataclass
 class Server:
     """A connected, initialized server and what it serves (the verbs' side)."""
 
     record: Record
     conn: RpcClient
-    executions: list[dict[str, Any]]
+    executions: list[Execution]
 
-    async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        return await _ask(self.conn.request("_" + EXT + method, params))
+    async def ask(self, method: str, params: Mapping[str, object]) -> JsonObject:
+        """An extension request's answer: an object, read with checks (a server's word)."""
+        answer = await _ask(self.conn.request("_" + EXT + method, params))
+        return cast("JsonObject", answer) if isinstance(answer, dict) else {}
 
 
 @dataclass
@@ -81,7 +88,7 @@ class Linked:
 
     record: Record
     conn: ClientSideConnection
-    executions: list[dict[str, Any]]
+    executions: list[Execution]
 
 
 def _answer_errors() -> tuple[type[Exception], ...]:
@@ -91,7 +98,7 @@ def _answer_errors() -> tuple[type[Exception], ...]:
     return (RpcError,) if request_error is None else (RpcError, request_error)
 
 
-async def ask_within(call: Any, error: type[Exception]) -> Any:
+async def ask_within(call: Awaitable[T], error: type[Exception]) -> T:
     """Await one request, turning its failures into ``error`` with one readable line."""
     try:
         async with asyncio.timeout(ASK_SECONDS):
@@ -106,7 +113,7 @@ async def ask_within(call: Any, error: type[Exception]) -> Any:
         raise error("the server closed the connection") from None
 
 
-async def _ask(call: Any) -> Any:
+async def _ask(call: Awaitable[T]) -> T:
     return await ask_within(call, CtlError)
 
 
@@ -114,8 +121,9 @@ def describe_error(e: Exception) -> str:
     """An error answer as one line for a person: the server's ``data.reason`` alone when it
     gives one (the JSON-RPC message, "Invalid request" and the like, is for programs), else
     the message and its code."""
-    data: Any = getattr(e, "data", None)
-    reason = data.get("reason") or data.get("details") if isinstance(data, dict) else None
+    data: object = getattr(e, "data", None)
+    fields = cast("dict[str, object]", data) if isinstance(data, dict) else {}
+    reason = fields.get("reason") or fields.get("details")
     return str(reason) if reason else f"{e} (code {getattr(e, 'code', '?')})"
 
 
@@ -139,19 +147,20 @@ async def open_stream(
     return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
-def initialize_meta(record: Record) -> dict[str, Any]:
+def initialize_meta(record: Record) -> dict[str, str]:
     """The ``initialize`` ``_meta`` a client sends: the token on TCP (see ``_listen``)."""
-    token = record.transport.get("token")
+    t = record.transport
+    token = t.get("token") if t["kind"] == "tcp" else None
     return {TOKEN_KEY: token} if token else {}
 
 
 @asynccontextmanager
-async def reached(record: Record) -> AsyncIterator[Server]:
+async def reached(record: Record) -> AsyncGenerator[Server, None]:
     """An initialized connection to ``record``'s server and its listing, for a verb."""
     reader, writer = await open_stream(record)
     conn = RpcClient(reader, writer)
     try:
-        params: dict[str, Any] = {"protocolVersion": 1}
+        params: dict[str, object] = {"protocolVersion": 1}
         if meta := initialize_meta(record):
             params["_meta"] = meta
         await _ask(conn.request("initialize", params))
@@ -168,7 +177,7 @@ async def connected(
     *,
     name: str | None = None,
     reader: asyncio.StreamReader | None = None,
-) -> AsyncIterator[Linked]:
+) -> AsyncGenerator[Linked, None]:
     """An initialized SDK connection to ``record``'s server and its listing. ``client``
     handles what the server sends (default: a quiet one), ``name`` goes in ``clientInfo``,
     ``reader`` as for :func:`open_stream`."""
@@ -177,9 +186,10 @@ async def connected(
 
     reader, writer = await open_stream(record, reader)
     conn = ClientSideConnection(client or _Quiet(), writer, reader)  # pyright: ignore[reportArgumentType]
-    info = {"client_info": Implementation(name=name, version="1")} if name else {}
+    info = Implementation(name=name, version="1") if name else None
     try:
-        await _ask(conn.initialize(protocol_version=1, **info, **initialize_meta(record)))
+        meta: dict[str, Any] = initialize_meta(record)  # the SDK's **kwargs are ``_meta``
+        await _ask(conn.initialize(protocol_version=1, client_info=info, **meta))
         listed = await _ask(conn.ext_method(EXT + "list", {}))
         yield Linked(record, conn, executions_of(listed))
     finally:
@@ -187,17 +197,22 @@ async def connected(
         writer.close()
 
 
-def executions_of(listed: dict[str, Any]) -> list[dict[str, Any]]:
-    found = listed.get("executions")
-    return [e for e in found if isinstance(e, dict)] if isinstance(found, list) else []  # pyright: ignore[reportUnknownVariableType]
+def executions_of(listed: object) -> list[Execution]:
+    """The entries of a ``list`` answer that are objects (each from our server's ``describe``)."""
+    found = (
+        cast("dict[str, object]", listed).get("executions") if isinstance(listed, dict) else None
+    )
+    if not isinstance(found, list):
+        return []
+    return [cast("Execution", e) for e in cast("list[object]", found) if isinstance(e, dict)]
 
 
-def exec_id(execution: dict[str, Any]) -> str:
+def exec_id(execution: Execution) -> str:
     return str(execution.get("id", ""))
 
 
 @asynccontextmanager
-async def servers() -> AsyncIterator[list[Server]]:
+async def servers() -> AsyncGenerator[list[Server], None]:
     """Every live server, connected; one that cannot be reached is skipped (and said)."""
     records = live_records(runtime_dir(create=False))
     if not records:
@@ -217,7 +232,7 @@ async def servers() -> AsyncIterator[list[Server]]:
         yield found
 
 
-def resolve(found: list[Server], target: str | None) -> tuple[Server, dict[str, Any]]:
+def resolve(found: list[Server], target: str | None) -> tuple[Server, Execution]:
     """The execution ``target`` names: an id, a unique prefix, or the only one."""
     every = [(s, e) for s in found for e in s.executions]
     if target is None:
@@ -240,10 +255,22 @@ def resolve(found: list[Server], target: str | None) -> tuple[Server, dict[str, 
 
 # -- the verbs ---------------------------------------------------------------------------
 
+
+class _Listed(TypedDict):
+    """One server in ``ls --json``."""
+
+    pid: int
+    where: str
+    transport: str
+    startedAt: float
+    executions: NotRequired[list[Execution]]
+    error: NotRequired[str]
+
+
 Out = TextIO
 
 
-def emit(out: Out, as_json: bool, data: Any, line: str | Callable[[], str]) -> None:
+def emit(out: Out, as_json: bool, data: object, line: str | Callable[[], str]) -> None:
     if as_json:
         out.write(json.dumps(data) + "\n")
     else:
@@ -251,14 +278,14 @@ def emit(out: Out, as_json: bool, data: Any, line: str | Callable[[], str]) -> N
     out.flush()
 
 
-def refuse(out: Out, as_json: bool, data: Any, why: str) -> NoReturn:
+def refuse(out: Out, as_json: bool, data: object, why: str) -> NoReturn:
     """The server said no: the answer still goes out as JSON for programs, then the failure."""
     if as_json:
         emit(out, True, data, "")
     raise CtlError(why)
 
 
-def _describe_execution(e: dict[str, Any]) -> str:
+def _describe_execution(e: Execution) -> str:
     parts = [
         exec_id(e),
         str(e.get("status", "?")),
@@ -273,20 +300,17 @@ def _describe_execution(e: dict[str, Any]) -> str:
     if e.get("drivable") is False:
         parts.append("observe-only")
     line = "  ".join(parts) + f"  {e.get('title', '')}".rstrip()
-    calls = e.get("runningToolCalls")
-    for call in cast("list[Any]", calls) if isinstance(calls, list) else []:
-        if isinstance(call, dict):
-            call = cast("dict[str, Any]", call)
-            line += f"\n    tool call {call.get('id', '?')}  running  {call.get('title', '')}"
+    for call in e.get("runningToolCalls", []):
+        line += f"\n    tool call {call.get('id', '?')}  running  {call.get('title', '')}"
     return line.rstrip()
 
 
 async def ls(out: Out, *, as_json: bool) -> int:
     records = live_records(runtime_dir(create=False))
-    listing: list[dict[str, Any]] = []
+    listing: list[_Listed] = []
     lines: list[str] = []
     for record in records:
-        entry: dict[str, Any] = {
+        entry: _Listed = {
             "pid": record.pid,
             "where": record.where(),
             "transport": record.transport["kind"],
@@ -303,21 +327,22 @@ async def ls(out: Out, *, as_json: bool) -> int:
         if "error" in entry:
             lines.append(f"{head}  not answering: {entry['error']}")
             continue
-        lines.append(f"{head}  {len(entry['executions'])} executions")
-        lines += ["  " + _describe_execution(e) for e in entry["executions"]]
+        executions = entry.get("executions", [])
+        lines.append(f"{head}  {len(executions)} executions")
+        lines += ["  " + _describe_execution(e) for e in executions]
     if not records:
         lines.append("no agent-channel server is running")
     emit(out, as_json, {"servers": listing}, "\n".join(lines))
     return 0
 
 
-def _summary_line(i: int, m: dict[str, Any]) -> str:
+def _summary_line(i: int, m: JsonObject) -> str:
     role = str(m.get("role", "?"))
     text = str(m.get("text", "")).replace("\n", " ")
     calls = m.get("toolCalls")
-    names = [str(c) for c in cast("list[Any]", calls)] if isinstance(calls, list) else []
+    names = [str(c) for c in calls] if isinstance(calls, list) else []
     ids = m.get("toolCallIds")
-    named = [str(i) for i in cast("list[Any]", ids)] if isinstance(ids, list) else []
+    named = [str(i) for i in ids] if isinstance(ids, list) else []
     if len(named) == len(names):  # an older server sends the names alone
         names = [f"{n} ({i})" for n, i in zip(names, named, strict=True)]
     tail = f"  [tools: {', '.join(names)}]" if names else ""
@@ -331,7 +356,7 @@ async def messages(
 ) -> int:
     async with servers() as found:
         server, execution = resolve(found, target)
-        params: dict[str, Any] = {"sessionId": exec_id(execution)}
+        params: MessagesParams = {"sessionId": exec_id(execution)}
         if all_:
             params["all"] = True
         elif tail is not None:
@@ -342,7 +367,7 @@ async def messages(
 
     def readable() -> str:
         msgs = envelope.get("messages")
-        items: list[Any] = msgs if isinstance(msgs, list) else []  # pyright: ignore[reportUnknownVariableType]
+        items = msgs if isinstance(msgs, list) else []
         count = envelope.get("count", len(items))
         head = f"{exec_id(execution)}  {envelope.get('status', '?')}  {count} messages"
         first = max(0, int(count) - len(items)) if isinstance(count, int) else 0
@@ -358,12 +383,12 @@ async def messages(
 
 
 @asynccontextmanager
-async def bound(target: str) -> AsyncIterator[tuple[Server, str]]:
+async def bound(target: str) -> AsyncGenerator[tuple[Server, str], None]:
     """A connection bound (``session/load``) to ``target``'s execution."""
     async with servers() as found:
         server, execution = resolve(found, target)
         session_id = exec_id(execution)
-        params = {"cwd": os.getcwd(), "sessionId": session_id, "mcpServers": []}
+        params: dict[str, object] = {"cwd": os.getcwd(), "sessionId": session_id, "mcpServers": []}
         await _ask(server.conn.request("session/load", params))
         yield server, session_id
 
@@ -375,8 +400,8 @@ async def send(out: Out, target: str, text: str, *, as_json: bool) -> int:
         prompt = [{"type": "text", "text": text}]
         params = {"sessionId": session_id, "prompt": prompt}
         response = await _ask(server.conn.request("session/prompt", params))
-    answer: dict[str, Any] = response if isinstance(response, dict) else {}  # pyright: ignore[reportUnknownVariableType]
-    data = {"sessionId": session_id, "stopReason": answer.get("stopReason")}
+    answer = cast("JsonObject", response) if isinstance(response, dict) else {}
+    data: JsonObject = {"sessionId": session_id, "stopReason": answer.get("stopReason")}
     if meta := answer.get("_meta"):
         data["_meta"] = meta
     emit(out, as_json, data, f"sent to {session_id}")
@@ -392,7 +417,7 @@ async def cancel(out: Out, target: str, *, as_json: bool) -> int:
         session_id = exec_id(execution)
         answer = await server.ask("cancel_turn", {"sessionId": session_id})
     done = bool(answer.get("cancelled"))
-    data: dict[str, Any] = {"sessionId": session_id, "cancelled": done}
+    data: JsonObject = {"sessionId": session_id, "cancelled": done}
     if done:
         line = f"cancelled the turn of {session_id}"
     else:
@@ -410,7 +435,7 @@ async def cancel_tool(out: Out, target: str, tool_call_id: str, *, as_json: bool
             "cancel_tool_call", {"sessionId": session_id, "toolCallId": tool_call_id}
         )
     done = bool(answer.get("cancelled"))
-    data = {"sessionId": session_id, "toolCallId": tool_call_id, "cancelled": done}
+    data: JsonObject = {"sessionId": session_id, "toolCallId": tool_call_id, "cancelled": done}
     if not done:
         reason = str(answer.get("reason", ""))
         data["reason"] = reason
@@ -451,15 +476,15 @@ async def queue(out: Out, target: str, *, withdraw: str | None, as_json: bool) -
 
     def readable() -> str:
         entries = answer.get("messages")
-        items: list[Any] = entries if isinstance(entries, list) else []  # pyright: ignore[reportUnknownVariableType]
+        items = entries if isinstance(entries, list) else []
         if not items:
             return f"{session_id}: nothing queued"
         rows = [f"{session_id}: {len(items)} queued"]
         for q in items:
             if isinstance(q, dict):
-                text = str(q.get("text", "")).replace("\n", " ")  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-                who = q.get("client", "")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-                rows.append(f"  {q.get('id', '?')}  {who}  {text}")  # pyright: ignore[reportUnknownMemberType]
+                text = str(q.get("text", "")).replace("\n", " ")
+                who = q.get("client", "")
+                rows.append(f"  {q.get('id', '?')}  {who}  {text}")
         return "\n".join(rows)
 
     emit(out, as_json, {"sessionId": session_id, **answer}, readable)
@@ -470,7 +495,7 @@ async def end(out: Out, target: str, *, reason: str | None, as_json: bool) -> in
     async with servers() as found:
         server, execution = resolve(found, target)
         session_id = exec_id(execution)
-        params: dict[str, Any] = {"sessionId": session_id}
+        params: EndParams = {"sessionId": session_id}
         if reason:
             params["reason"] = reason
         await server.ask("end", params)
@@ -478,7 +503,7 @@ async def end(out: Out, target: str, *, reason: str | None, as_json: bool) -> in
     return 0
 
 
-def run_verb(verb: Callable[[], Any]) -> int:
+def run_verb(verb: Callable[[], Coroutine[object, object, int]]) -> int:
     """Run one verb; a failure is one line on stderr and exit status 1."""
     try:
         return run(verb())

@@ -26,7 +26,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from ._frames import Execution, RecordFile, Transport
+
 
 RUNTIME_ENV = "AGENT_CHANNEL_RUNTIME_DIR"
 RECORD_VERSION = 1
@@ -116,15 +120,15 @@ class Record:
     """One serving process: where it listens and what it serves."""
 
     pid: int
-    transport: dict[str, Any]
+    transport: Transport
     """``{"kind": "unix", "path": ...}`` or ``{"kind": "tcp", "host", "port", "token"}``."""
     started_at: float = field(default_factory=time.time)
     pid_start: int | None = None
-    executions: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    executions: list[Execution] = field(default_factory=list["Execution"])
     path: Path | None = None
     """Where the record lives (set when read or published)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RecordFile:
         return {
             "version": RECORD_VERSION,
             "pid": self.pid,
@@ -135,19 +139,29 @@ class Record:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], path: Path | None = None) -> Record:
+    def from_json(cls, data: Mapping[str, object], path: Path | None = None) -> Record:
+        """A record as read from its file, whose transport and listing are checked for their
+        outer shape only: a process that wrote them is ours."""
         transport = data["transport"]
-        if not isinstance(transport, dict) or transport.get("kind") not in ("unix", "tcp"):
+        if not isinstance(transport, dict):
             raise ValueError("bad transport")
-        executions = data.get("executions") or []
+        transport = cast("dict[str, object]", transport)
+        if transport.get("kind") not in ("unix", "tcp"):
+            raise ValueError("bad transport")
+        executions: object = data.get("executions") or []
         if not isinstance(executions, list):
             raise ValueError("bad executions")
+        pid_start = data.get("pid_start")
         return cls(
-            pid=int(data["pid"]),
-            transport=dict(transport),  # pyright: ignore[reportUnknownArgumentType]
-            started_at=float(data.get("started_at") or 0.0),
-            pid_start=None if data.get("pid_start") is None else int(data["pid_start"]),
-            executions=[dict(e) for e in executions if isinstance(e, dict)],  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+            pid=int(cast("int", data["pid"])),
+            transport=cast("Transport", dict(transport)),
+            started_at=float(cast("float", data.get("started_at") or 0.0)),
+            pid_start=None if pid_start is None else int(cast("int", pid_start)),
+            executions=[
+                cast("Execution", dict(cast("dict[str, object]", e)))
+                for e in cast("list[object]", executions)
+                if isinstance(e, dict)
+            ],
             path=path,
         )
 
@@ -176,13 +190,13 @@ def write_private(path: Path, text: str) -> None:
 class Publication:
     """This process's record: written at start, rewritten when its executions change."""
 
-    def __init__(self, directory: Path, transport: dict[str, Any]) -> None:
+    def __init__(self, directory: Path, transport: Transport) -> None:
         pid = os.getpid()
         self.record = Record(pid, transport, pid_start=process_start(pid))
         self.record.path = directory / f"{pid}{_SUFFIX}"
         self._written: str | None = None
 
-    def write(self, executions: list[dict[str, Any]] | None = None) -> bool:
+    def write(self, executions: list[Execution] | None = None) -> bool:
         """Write the record if it changed; True if it was written."""
         if executions is not None:
             self.record.executions = executions

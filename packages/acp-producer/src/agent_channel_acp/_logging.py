@@ -53,7 +53,7 @@ def parse_level(text: str) -> int:
     name = text.strip().upper()
     if name not in LEVELS:
         raise ValueError(f"unknown log level {text!r}: choose one of {', '.join(LEVELS)}")
-    return logging.getLevelName(name)
+    return logging.getLevelNamesMapping()[name]
 
 
 class RateLimit(logging.Filter):

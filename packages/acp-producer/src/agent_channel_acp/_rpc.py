@@ -19,7 +19,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from ._frames import ErrorBody, Frame, JsonValue, Outgoing
+
 
 LINE_LIMIT = 1 << 24
 """Bytes of one frame a verb reads: an answer past it ends the connection (16 MiB)."""
@@ -32,7 +37,7 @@ class AnswerTooLarge(ConnectionError):
 class RpcError(Exception):
     """The server answered a request with a JSON-RPC error."""
 
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
+    def __init__(self, code: int, message: str, data: JsonValue = None) -> None:
         super().__init__(message)
         self.code = code
         self.data = data
@@ -49,15 +54,15 @@ class RpcClient:
         self._reader = reader
         self._writer = writer
         self._next = 0
-        self._waiting: dict[int, asyncio.Future[Any]] = {}
+        self._waiting: dict[int | str | None, asyncio.Future[JsonValue]] = {}
         self._reading = asyncio.get_running_loop().create_task(self._read(), name="ctl-read")
 
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
+    async def request(self, method: str, params: Mapping[str, object]) -> JsonValue:
         """The result of ``method``; :class:`RpcError` for an error answer, ``ConnectionError``
         when the server closes the connection first."""
         self._next += 1
         msg_id = self._next
-        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[JsonValue] = asyncio.get_running_loop().create_future()
         self._waiting[msg_id] = answer
         try:
             await self._send({"id": msg_id, "method": method, "params": params})
@@ -65,7 +70,7 @@ class RpcClient:
         finally:
             self._waiting.pop(msg_id, None)
 
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
+    async def notify(self, method: str, params: Mapping[str, object]) -> None:
         await self._send({"method": method, "params": params})
 
     async def close(self) -> None:
@@ -74,7 +79,7 @@ class RpcClient:
             await self._reading
         self._writer.close()
 
-    async def _send(self, frame: dict[str, Any]) -> None:
+    async def _send(self, frame: Outgoing) -> None:
         if self._reading.done():
             raise ConnectionError("the server closed the connection")
         self._writer.write(json.dumps({"jsonrpc": "2.0", **frame}).encode() + b"\n")
@@ -85,11 +90,11 @@ class RpcClient:
         try:
             while line := await self._reader.readline():
                 try:
-                    frame = json.loads(line)
+                    frame: object = json.loads(line)
                 except ValueError:
                     continue  # not ours to fix: a verb only needs its answers
                 if isinstance(frame, dict):
-                    await self._take(frame)  # pyright: ignore[reportUnknownArgumentType]
+                    await self._take(cast("Frame", frame))
         except OSError:  # reset
             pass
         except ValueError:  # a line over the reader's limit: the rest cannot be framed
@@ -101,24 +106,25 @@ class RpcClient:
                 if not answer.done():
                     answer.set_exception(gone)
 
-    async def _take(self, frame: dict[str, Any]) -> None:
+    async def _take(self, frame: Frame) -> None:
         method = frame.get("method")
         if method is None:
-            answer = self._waiting.get(frame.get("id"))  # pyright: ignore[reportArgumentType]
+            answer = self._waiting.get(frame.get("id"))
             if answer is None or answer.done():
                 return
-            error = frame.get("error")
+            error: object = frame.get("error")
             if isinstance(error, dict):
-                code, message = error.get("code"), error.get("message")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+                body = cast("dict[str, JsonValue]", error)
+                code, message = body.get("code"), body.get("message")
                 answer.set_exception(
                     RpcError(
                         code if isinstance(code, int) else -32603,
                         message if isinstance(message, str) else "Error",
-                        error.get("data"),  # pyright: ignore[reportUnknownMemberType]
+                        body.get("data"),
                     )
                 )
             else:
                 answer.set_result(frame.get("result"))
         elif "id" in frame and method not in _IGNORED:
-            not_found = {"code": -32601, "message": "Method not found", "data": method}
+            not_found: ErrorBody = {"code": -32601, "message": "Method not found", "data": method}
             await self._send({"id": frame["id"], "error": not_found})

@@ -1,0 +1,235 @@
+"""The shapes of the JSON the producer and its clients exchange beside the ACP schema.
+
+``TypedDict``s for the ``_agent_channel/*`` extension requests, their answers and
+notifications (docs/acp-behaviour.md A19-A26), and for the JSON-RPC frames the verbs' small
+client (:mod:`._rpc`) builds and reads. Types only: no ``acp`` and no pydantic here, so the
+verbs, which import this, still start without the SDK.
+
+A frame read off the wire is cast to its shape once its outer object is checked: the shapes
+say what our server sends, and readers still use ``.get`` for the keys an older server
+may leave out (``NotRequired``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal, NotRequired, TypeAlias, TypedDict
+
+JsonValue: TypeAlias = "str | int | float | bool | list[JsonValue] | dict[str, JsonValue] | None"
+JsonObject: TypeAlias = "dict[str, JsonValue]"
+
+# -- JSON-RPC 2.0 ------------------------------------------------------------------------
+
+
+class ErrorBody(TypedDict):
+    code: int
+    message: str
+    data: NotRequired[JsonValue]
+
+
+class Frame(TypedDict, total=False):
+    """Any JSON-RPC frame as read: a request, a notification or an answer."""
+
+    jsonrpc: str
+    id: int | str | None
+    method: str
+    params: JsonObject
+    result: JsonValue
+    error: ErrorBody
+
+
+class Outgoing(TypedDict, total=False):
+    """A frame the verbs' client writes (``jsonrpc`` is added on the way out)."""
+
+    id: int | str | None
+    method: str
+    params: Mapping[str, object]
+    error: ErrorBody
+
+
+# -- discovery records -------------------------------------------------------------------
+
+
+class UnixTransport(TypedDict):
+    kind: Literal["unix"]
+    path: str
+
+
+class TcpTransport(TypedDict):
+    kind: Literal["tcp"]
+    host: str
+    port: int
+    token: NotRequired[str]
+
+
+Transport: TypeAlias = UnixTransport | TcpTransport
+"""Where a server listens, as its discovery record says."""
+
+
+class RecordFile(TypedDict):
+    """A discovery record's file (``_discovery.Record.to_json``)."""
+
+    version: int
+    pid: int
+    pid_start: int | None
+    started_at: float
+    transport: Transport
+    executions: list[Execution]
+
+
+# -- _agent_channel/list (A24) -----------------------------------------------------------
+
+
+class RunningToolCall(TypedDict):
+    id: str
+    title: str
+    kind: str
+
+
+class Execution(TypedDict):
+    """One execution a server holds: an entry of ``list``, of discovery records, of the
+    picker's ``_meta``."""
+
+    id: str
+    title: str
+    status: str
+    turnState: str
+    messageCount: int
+    pendingApproval: bool
+    queued: int
+    drivable: bool
+    clients: int
+    started: float
+    runningToolCalls: NotRequired[list[RunningToolCall]]
+
+
+class ListResult(TypedDict):
+    executions: list[Execution]
+
+
+# -- _agent_channel/messages (A19) -------------------------------------------------------
+
+
+class MessagesParams(TypedDict):
+    sessionId: str
+    all: NotRequired[bool]
+    tail: NotRequired[int]
+    full: NotRequired[bool]
+
+
+class MessageSummary(TypedDict):
+    """A message as ``messages`` gives it without ``full`` (with it: the whole message)."""
+
+    id: str
+    role: str
+    text: str
+    toolCalls: NotRequired[list[str]]
+    toolCallIds: NotRequired[list[str]]
+    source: NotRequired[str]
+    toolCallId: NotRequired[str]
+
+
+class MessagesResult(TypedDict):
+    as_of: str
+    sessionId: str
+    status: str
+    count: int
+    messages: list[JsonObject]
+
+
+# -- the operator queue (A25) ------------------------------------------------------------
+
+
+class Queued(TypedDict):
+    """A message waiting for the agent to read it."""
+
+    id: str
+    text: str
+    client: str
+    time: float
+
+
+class SessionParams(TypedDict):
+    """``queue`` and ``cancel_turn`` take the session alone."""
+
+    sessionId: str
+
+
+class QueueResult(TypedDict):
+    sessionId: str
+    messages: list[Queued]
+
+
+class WithdrawParams(TypedDict):
+    sessionId: str
+    messageId: str
+
+
+class WithdrawResult(TypedDict):
+    withdrawn: bool
+
+
+# -- cancelling and ending (A22, A23) -----------------------------------------------------
+
+
+class CancelToolCallParams(TypedDict):
+    sessionId: str
+    toolCallId: str
+
+
+NotCancelled: TypeAlias = Literal["not_in_region", "cancelling", "finished", "unknown", "gone"]
+
+
+class CancelResult(TypedDict):
+    """The answer of ``cancel_tool_call`` (reason: a :data:`NotCancelled`) and of
+    ``cancel_turn`` (reason: the execution's status)."""
+
+    cancelled: bool
+    reason: NotRequired[str]
+
+
+class EndParams(TypedDict):
+    sessionId: str
+    reason: NotRequired[str]
+
+
+class EndResult(TypedDict):
+    pass
+
+
+DebugCounts: TypeAlias = dict[str, int]
+"""``_agent_channel/debug`` (with ``AGENT_CHANNEL_ACP_DEBUG=1``): live counts by name."""
+
+# -- notifications (each also carries ``sessionId``) -------------------------------------
+
+
+class TurnStateNote(TypedDict):
+    sessionId: NotRequired[str]
+    state: str
+
+
+class QueueNote(TypedDict):
+    sessionId: NotRequired[str]
+    messages: list[Queued]
+
+
+class Undelivered(TypedDict):
+    """A message the agent never read (A17): told, never dropped silently."""
+
+    id: str
+    text: str
+    source: str | None
+    client: NotRequired[str]
+    time: NotRequired[float]
+
+
+class SessionEndedNote(TypedDict):
+    sessionId: NotRequired[str]
+    stopReason: str
+    undelivered: list[Undelivered]
+    error: NotRequired[str]
+
+
+class DroppedNote(TypedDict):
+    sessionId: NotRequired[str]
+    reason: str
