@@ -20,9 +20,9 @@ from agent_channel import AgentRef
 
 from ._attach import AttachServer
 from ._discovery import Record
-from ._hub import REPLAY
+from ._execution import BACKLOG_LIMIT
+from ._ring import REPLAY
 from ._serve import hosting
-from ._session import BACKLOG_LIMIT
 
 
 class Attachable:

@@ -16,19 +16,16 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 from uuid import uuid4
 
 from acp import RequestError
 from acp.schema import PermissionOption, ToolCallUpdate
 
 from . import _mapping as m
-from ._hub import META, Chunk, Live
 from ._outbox import Outbox, Shed, Text
+from ._stream import META, Chunk, Item, Live, Target
 from ._transport import encode
-
-if TYPE_CHECKING:
-    from ._hub import Hub
 
 log = logging.getLogger("agent_channel_acp")
 
@@ -77,7 +74,7 @@ class Binding:
         self._update_head = _UPDATE_HEAD + self._sid + b',"update":'
         self.peer = peer
         self._writer = peer.writer
-        self.hub: Hub | None = None
+        self.hub: Target | None = None
         self.observe = False
         """Asked to observe only (or the execution cannot be driven)."""
         self.dropped = False
@@ -98,8 +95,9 @@ class Binding:
 
     # -- binding -------------------------------------------------------------------------
 
-    def attached(self, hub: Hub, replay: list[dict[str, Any]], snapshot: Live) -> None:
-        """Called by :meth:`Hub.bind`: the preamble, in order, then the live stream (A5)."""
+    def attached(self, target: Target, replay: list[dict[str, Any]], snapshot: Live) -> None:
+        """Bound to ``target``: the preamble, in order, then the live stream (A5)."""
+        hub = target
         self.hub = hub
         self.dropped = False
         replayed = {u["toolCallId"] for u in replay if u["sessionUpdate"] == "tool_call"}
@@ -122,17 +120,12 @@ class Binding:
         self.live(Live(snapshot.method, snapshot.payload, keep=True))
 
     def leave(self) -> None:
-        """The client went away or bound elsewhere: stop receiving, move approvals on."""
-        hub = self.hub
-        if hub is not None:
-            hub.unbind(self)
+        """The client went away or bound elsewhere (its handler unbinds it): an approval
+        asked of it moves on."""
         self._gone.set()
 
     def rebind(self) -> None:
-        """Before binding again on the same session id."""
-        hub = self.hub
-        if hub is not None:
-            hub.unbind(self)
+        """Before binding again on the same session id (its handler unbound it)."""
         self.hub = None
         self._gone = asyncio.Event()
 
@@ -183,7 +176,7 @@ class Binding:
             and self._writer.ready()
         )
 
-    def encode(self, step: list[Live | Chunk]) -> bytes:
+    def encode(self, step: list[Item]) -> bytes:
         """The step's frames for this session (the same for every session of this id)."""
         out: list[bytes] = []
         for item in step:
@@ -202,7 +195,7 @@ class Binding:
         with contextlib.suppress(ConnectionError):  # the connection's end detaches us
             self._writer.write_bytes(data)
 
-    def take(self, step: list[Live | Chunk]) -> None:
+    def take(self, step: list[Item]) -> None:
         """The step item by item (queued, merged or shed as this session needs)."""
         for item in step:
             if self.hub is None or self.dropped:
@@ -220,9 +213,7 @@ class Binding:
         self.live(Live(method, payload))
 
     async def flush(self) -> None:
-        """Wait until everything queued so far was handed to the transport."""
-        if self.hub is not None:
-            self.hub.flush()
+        """Wait until everything queued here so far was handed to the transport."""
         if not self._outbox and self._sender is None:
             return
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -232,7 +223,7 @@ class Binding:
 
     async def ask_permission(
         self, request: ToolCallUpdate, options: list[PermissionOption]
-    ) -> Any | None:
+    ) -> object | None:
         """This client's answer; None when it left before answering (A20: ask the next)."""
         await self.flush()  # the model's narration reaches the driver first
         if not self.alive:
@@ -272,11 +263,8 @@ class Binding:
         self._kick()
 
     def _drop(self) -> None:
-        """Fell too far behind: shed, leave the hub, and say so once the client reads."""
+        """Fell too far behind: shed, and say so once the client reads (the hub lets it go)."""
         self.dropped = True
-        hub = self.hub
-        if hub is not None:
-            hub.unbind(self)
         log.warning("session %s: the client fell behind and was detached", self.wire_id)
 
     def _kick(self) -> None:

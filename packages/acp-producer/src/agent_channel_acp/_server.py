@@ -7,84 +7,36 @@ would answer ``{}`` for methods we do not implement instead of -32601.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, ClassVar, cast
 from uuid import uuid4
 
-from acp import PROTOCOL_VERSION, Agent, RequestError
+from acp import Agent, RequestError
 from acp.agent.connection import AgentSideConnection
 from acp.schema import (
-    AgentCapabilities,
     ClientCapabilities,
     CloseSessionResponse,
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
-    PromptCapabilities,
     PromptResponse,
-    SessionCapabilities,
-    SessionCloseCapabilities,
 )
 
 from . import _debug as debug
-from . import _mapping as m
+from ._execution import BACKLOG_LIMIT, Body, NotRunnable
+from ._finished import Forgotten
+from ._handler import initialize_response, not_found, prompt_content, shadowed_names
 from ._outbox import RUN_MAX
-from ._session import BACKLOG_LIMIT, Body, FrameWriter, NotRunnable, Session
+from ._session import FrameWriter, Session
 from ._transport import LineTransport
-from ._version import __version__
 
 log = logging.getLogger("agent_channel_acp")
 
 AgentFactory = Callable[..., Body]
 """``factory(model) -> body``: what ``--agent module:attr`` names."""
-
-_METHODS = {
-    "initialize": "initialize",
-    "session/new": "new_session",
-    "session/load": "load_session",
-    "session/prompt": "prompt",
-    "session/cancel": "cancel",
-    "session/close": "close_session",
-}
-_FORGOTTEN = 1024  # ids of sessions no longer kept, remembered to say so (bounded)
-
-
-def shadowed_names(handler: object) -> dict[str, frozenset[str]]:
-    """Per method, the handler's parameter names that a ``_meta`` key must not replace."""
-    out: dict[str, frozenset[str]] = {}
-    for method, attr in _METHODS.items():
-        params = inspect.signature(getattr(handler, attr)).parameters
-        names = {n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
-        out[method] = frozenset(names | {"self"})
-    return out
-
-
-def not_found(session_id: str, why: str) -> RequestError:
-    """ACP's "resource not found" (-32002), which clients treat as "no such session"."""
-    data = {"reason": f"session {session_id!r}: {why}", "sessionId": session_id}
-    return RequestError(-32002, "Resource not found", data)
-
-
-def initialize_response(protocol_version: int) -> InitializeResponse:
-    """S1: what we implement, in both modes."""
-    return InitializeResponse(
-        protocol_version=min(protocol_version, PROTOCOL_VERSION)
-        if protocol_version >= 1
-        else PROTOCOL_VERSION,
-        agent_capabilities=AgentCapabilities(
-            load_session=True,
-            prompt_capabilities=PromptCapabilities(image=True, audio=False, embedded_context=True),
-            session_capabilities=SessionCapabilities(close=SessionCloseCapabilities()),
-        ),
-        agent_info=Implementation(
-            name="agent-channel-acp", title="agent-channel", version=__version__
-        ),
-        auth_methods=[],
-    )
 
 
 class AcpServer:
@@ -116,7 +68,7 @@ class AcpServer:
         self._backlog_limit = backlog_limit
         self._sessions: dict[str, Session] = {}  # running
         self._finished: OrderedDict[str, Session] = OrderedDict()  # kept for session/load
-        self._forgotten: OrderedDict[str, None] = OrderedDict()
+        self._forgotten = Forgotten()
         self._conn: AgentSideConnection | None = None
         self._writer: FrameWriter | None = None
 
@@ -192,9 +144,7 @@ class AcpServer:
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
         session = self._session(session_id)
-        if not prompt:
-            raise RequestError.invalid_params({"reason": "the prompt is empty"})
-        return await session.prompt(m.prompt_content(prompt))
+        return await session.prompt(prompt_content(prompt))
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self._sessions.get(session_id) or self._finished.get(session_id)
@@ -207,7 +157,7 @@ class AcpServer:
         session = self._session(session_id)
         self._sessions.pop(session_id, None)
         self._finished.pop(session_id, None)
-        self._forget(session_id)
+        self._forgotten.add(session_id)
         await session.close()
         return CloseSessionResponse()
 
@@ -236,12 +186,7 @@ class AcpServer:
         self._finished[session.id] = session
         while len(self._finished) > self.finished_kept:
             old, _ = self._finished.popitem(last=False)
-            self._forget(old)
-
-    def _forget(self, session_id: str) -> None:
-        self._forgotten[session_id] = None
-        if len(self._forgotten) > _FORGOTTEN:
-            self._forgotten.popitem(last=False)
+            self._forgotten.add(old)
 
     def session_announced(self, method: str, params: Any, response: dict[str, Any]) -> None:
         """Transport hook: the ``session/new`` response is written; the session may speak."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from uuid import uuid4
@@ -57,16 +57,15 @@ from agent_channel import (
 )
 
 from . import _mapping as m
-from ._hub import Chunk, Hub, Live, queue_full
+from ._execution import BACKLOG_LIMIT, Body, NotRunnable
+from ._handler import queue_full
+from ._hub import Hub
 from ._outbox import Outbox, Shed, Text
+from ._stream import Chunk, Live
+
+__all__ = ["BACKLOG_LIMIT", "Body", "NotRunnable", "Session"]  # the first three: old places
 
 log = logging.getLogger("agent_channel_acp")
-
-Body = Callable[[], Awaitable[object]]
-"""An execution body, as an agent factory returns it."""
-
-BACKLOG_LIMIT = 8 * 1024 * 1024
-"""Bytes of updates one session may queue for a client that is not reading (see ``_outbox``)."""
 
 NOT_READ = "the agent finished before reading this prompt"
 FINISHED = "the session's agent has finished"
@@ -100,10 +99,6 @@ class FrameWriter(Protocol):
     async def drain(self) -> None:
         """Wait while the peer is not reading (backpressure)."""
         ...
-
-
-class NotRunnable(TypeError):
-    """The factory's body cannot be run; the message says what it was instead."""
 
 
 @dataclass(slots=True, eq=False)
