@@ -379,3 +379,68 @@ async def test_receive_does_not_park_on_a_message_while_a_withdraw_takes_a_cance
             await anyio.to_thread.run_sync(withdrawer.join)
             await anyio.to_thread.run_sync(releaser.join)
         assert got == [message]
+
+
+async def test_drains_inside_a_scope_under_a_thread_hammer_deliver_every_stop_once() -> None:
+    """A drain inside a bound scope takes the messages and leaves every Cancel to the scope.
+
+    A producer thread posts, interrupts and withdraws at random while the consumer drains at
+    random moments inside its scopes (as a loop does between a model call and its tools) and
+    between them. No drain inside a scope ever returns a Cancel; every item is delivered
+    exactly once (a message by a drain, a Cancel by the scope it stopped or by a drain between
+    scopes) unless it was withdrawn, then never; messages keep their order; nothing is lost.
+    """
+    async with open_channel() as ch:
+        ref = ch.ref()
+        sent: list[ChannelItem] = []
+        withdrawn: set[str] = set()
+        finished = threading.Event()
+
+        def producer() -> None:
+            r = random.Random(11)
+            for i in range(CYCLES):
+                roll = r.random()
+                if roll < 0.5:
+                    item: ChannelItem = UserMessage(f"m{i}")
+                    sent.append(item)
+                    ref.post(item)
+                elif roll < 0.8:
+                    item = Cancel("user_cancel")
+                    sent.append(item)
+                    ref.interrupt(item)
+                elif sent:
+                    target = r.choice(sent[-5:])
+                    if ref.withdraw(target.id):
+                        withdrawn.add(target.id)
+                spin(r.randrange(0, 300))
+            finished.set()
+
+        got: list[str] = []
+        rng = random.Random(13)
+        thread = threading.Thread(target=producer, daemon=True)
+        thread.start()
+        try:
+            while not finished.is_set():
+                if rng.random() < 0.3:
+                    got.extend(_ids(ch.drain()))  # between scopes: a Cancel is the boundary's
+                    continue
+                try:
+                    with ch.scope():
+                        for _ in range(rng.randrange(1, 4)):
+                            items = ch.drain()
+                            assert not any(isinstance(i, Cancel) for i in items), (
+                                "a drain inside a scope returned a Cancel"
+                            )
+                            got.extend(_ids(items))
+                            await anyio.lowlevel.checkpoint()
+                except AgentInterrupted as e:
+                    got.append(e.cancel.id)
+        finally:
+            await anyio.to_thread.run_sync(thread.join)
+        got.extend(_ids(ch.drain()))  # whatever the producer sent last
+        assert len(got) == len(set(got)), "an item was delivered twice"
+        assert not set(got) & withdrawn, "a withdrawn item was delivered"
+        expected = [i.id for i in sent if i.id not in withdrawn]
+        assert sorted(got) == sorted(expected), "an item was lost"
+        messages = {i.id for i in sent if isinstance(i, UserMessage)}
+        assert [i for i in got if i in messages] == [i for i in expected if i in messages]

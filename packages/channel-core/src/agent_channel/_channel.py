@@ -286,11 +286,11 @@ class AgentChannel:
             self._claim()
         if not self._queue:
             return []
-        scope = self._scope
-        if scope is not None and self._cancels:
-            items, cancels = self._take_in_scope(scope), 0
-        else:
+        scope = self._scope  # set and cleared by this task only
+        if scope is None:
             items, cancels = self._take()
+        else:
+            items, cancels = self._take_in_scope(scope), 0
         if not items:  # withdrawn meanwhile
             return items
         if self._subscribers:
@@ -390,6 +390,10 @@ class AgentChannel:
         lock.acquire()
         try:
             q = self._queue
+            if not self._cancels:  # decided under the lock: a thread may be queueing one
+                items = [q.popleft()] if len(q) == 1 else list(q)
+                q.clear()
+                return items
             items = [i for i in q if not _isa(Cancel, i)]
             kept = [i for i in q if _isa(Cancel, i)]
             q.clear()
