@@ -24,11 +24,18 @@ import asyncio
 import contextlib
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 from ._ctl import CtlError, exec_id, initialize_meta, open_stream, resolve, servers
 from ._discovery import Record, live_records, runtime_dir
+
+if TYPE_CHECKING:
+    from ._frames import JsonObject, JsonValue
+
+Rewrite = Callable[["JsonObject"], "JsonObject | None"]
+"""One direction's rewrite of a whole frame: the frame to send instead, or None."""
 
 _CHUNK = 1 << 16
 
@@ -38,10 +45,10 @@ class _Rewrite:
     """What is still to be rewritten, shared by the two directions."""
 
     target: str | None
-    meta: dict[str, Any]
+    meta: dict[str, str]
     new_seen: bool = False
     init_seen: bool = False
-    load_id: object = None
+    load_id: JsonValue = None
     fixed: bool = False
 
     @property
@@ -52,21 +59,21 @@ class _Rewrite:
     def down_done(self) -> bool:
         return self.up_done and (self.target is None or self.fixed)
 
-    def up(self, message: dict[str, Any]) -> dict[str, Any] | None:
+    def up(self, message: JsonObject) -> JsonObject | None:
         """The client's frame rewritten, or None to pass it unchanged."""
         method = message.get("method")
         if method == "initialize" and self.meta and not self.init_seen:
             self.init_seen = True
-            params = cast("dict[str, Any]", message.get("params") or {})
-            meta = cast("dict[str, Any]", params.get("_meta") or {})
+            params = cast("JsonObject", message.get("params") or {})
+            meta = cast("JsonObject", params.get("_meta") or {})
             return {**message, "params": {**params, "_meta": {**meta, **self.meta}}}
         if method == "session/new" and not self.new_seen:
             self.new_seen = True
             if self.target is None:
                 return None
-            params = cast("dict[str, Any]", message.get("params") or {})
+            params = cast("JsonObject", message.get("params") or {})
             self.load_id = message.get("id")
-            load = {
+            load: JsonObject = {
                 "sessionId": self.target,
                 "cwd": params.get("cwd", "/"),
                 "mcpServers": params.get("mcpServers") or [],
@@ -74,7 +81,7 @@ class _Rewrite:
             return {"jsonrpc": "2.0", "id": self.load_id, "method": "session/load", "params": load}
         return None
 
-    def down(self, message: dict[str, Any]) -> dict[str, Any] | None:
+    def down(self, message: JsonObject) -> JsonObject | None:
         """The server's frame rewritten, or None to pass it unchanged."""
         if self.fixed or self.load_id is None or "method" in message:
             return None
@@ -83,15 +90,15 @@ class _Rewrite:
         self.fixed = True
         if "result" not in message:
             return None  # an error passes as it is
-        result = cast("dict[str, Any]", message.get("result") or {})
+        result = cast("JsonObject", message.get("result") or {})
         return {**message, "result": {**result, "sessionId": self.target}}
 
 
 async def _pump(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
-    rewrite: Any,
-    done: Any,
+    rewrite: Rewrite,
+    done: Callable[[], bool],
 ) -> None:
     """Copy ``reader`` to ``writer``; whole lines go through ``rewrite`` until ``done()``."""
     whole = True  # at the start of a line
@@ -120,14 +127,14 @@ async def _pump(
         await writer.drain()
 
 
-def _rewritten(line: bytes, rewrite: Any) -> bytes:
+def _rewritten(line: bytes, rewrite: Rewrite) -> bytes:
     try:
-        message: Any = json.loads(line)
+        message: object = json.loads(line)
     except (ValueError, RecursionError):
         return line
     if not isinstance(message, dict):
         return line
-    changed = rewrite(message)
+    changed = rewrite(cast("JsonObject", message))
     if changed is None:
         return line
     return json.dumps(changed, separators=(",", ":")).encode() + b"\n"

@@ -16,11 +16,17 @@ import math
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn, cast
 
 from ._version import __version__
+
+if TYPE_CHECKING:
+    from . import AgentFactory
+
+AddParser = Callable[..., argparse.ArgumentParser]
+"""``add_subparsers().add_parser``: how a command's parser is made."""
 
 DEMO = "agent_channel_react.demo:demo"
 DEMO_TASK = "agent_channel_react.demo:task_demo"
@@ -162,8 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     attach.add_argument(
         "--observe", action="store_true", help="watch only: never drive, stop or answer"
     )
-    _add_serve(sub)
-    _add_verbs(sub)
+    _add_serve(sub.add_parser)
+    _add_verbs(sub.add_parser)
     return parser
 
 
@@ -207,8 +213,8 @@ def _add_agent_options(
     )
 
 
-def _add_serve(sub: Any) -> None:
-    serve = sub.add_parser(
+def _add_serve(add_parser: AddParser) -> None:
+    serve = add_parser(
         "serve",
         help="run agents on their own and let operators attach to them",
         description="Run executions of an agent and serve them to attaching ACP clients.",
@@ -246,11 +252,11 @@ def _add_serve(sub: Any) -> None:
     serve.add_argument("--json", action="store_true", help="announce where it listens as JSON")
 
 
-def _add_verbs(sub: Any) -> None:
+def _add_verbs(add_parser: AddParser) -> None:
     target_help = "execution id, a unique prefix of one, or omitted when only one is served"
 
     def verb(name: str, help: str, target: str = "required") -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
+        p = add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
         if target == "required":
             p.add_argument("target", metavar="TARGET", help=target_help.split(", or")[0])
         elif target == "optional":
@@ -299,22 +305,22 @@ def _port(text: str) -> int:
     return value
 
 
-def load_factory(spec: str) -> Callable[..., Any]:
+def load_factory(spec: str) -> AgentFactory:
     """Import ``module:attr`` (attr may be dotted) and check it is callable."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"expected MODULE:FACTORY, got {spec!r}")
-    obj: Any = importlib.import_module(module_name)
+    obj: object = importlib.import_module(module_name)
     for part in attr.split("."):
         obj = getattr(obj, part)
     if not callable(obj):
         raise TypeError(f"{spec} is not callable")
-    return obj
+    return cast("AgentFactory", obj)  # what it returns is checked as it runs
 
 
 def _agent_and_log(
     args: argparse.Namespace, command: str, demo: str
-) -> tuple[str, Callable[..., Any], Callable[[float], None]]:
+) -> tuple[str, AgentFactory, Callable[[float], None]]:
     """What ``stdio`` and ``serve`` share before they run: the agent's spec and factory (one
     line and exit 2 if neither ``--agent`` nor ``--demo``), then logging started."""
     if not (args.agent or args.demo):
@@ -346,7 +352,7 @@ def _scripted_hint(command: str, model: str | None) -> None:
         )
 
 
-def _load_or_fail(spec: str, *, demo: bool) -> Callable[..., Any]:
+def _load_or_fail(spec: str, *, demo: bool) -> AgentFactory:
     """:func:`load_factory`, or exit with one line saying what is wrong and where."""
     try:
         return load_factory(spec)
@@ -453,7 +459,7 @@ def _verb(args: argparse.Namespace) -> int:
         from ._bridge import bridge
 
         return ctl.run_verb(lambda: bridge(target))
-    verbs: dict[str, Callable[[], Any]] = {
+    verbs: dict[str, Callable[[], Coroutine[object, object, int]]] = {
         "ls": lambda: ctl.ls(out, as_json=as_json),
         "messages": lambda: ctl.messages(
             out, target, tail=args.tail, all_=args.all, full=args.full, as_json=as_json

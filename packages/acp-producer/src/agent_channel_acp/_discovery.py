@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
-    from ._frames import Execution, RecordFile, Transport
+    from ._frames import Recorded, RecordFile, Transport
 
 
 RUNTIME_ENV = "AGENT_CHANNEL_RUNTIME_DIR"
@@ -124,7 +124,7 @@ class Record:
     """``{"kind": "unix", "path": ...}`` or ``{"kind": "tcp", "host", "port", "token"}``."""
     started_at: float = field(default_factory=time.time)
     pid_start: int | None = None
-    executions: list[Execution] = field(default_factory=list["Execution"])
+    executions: list[Recorded] = field(default_factory=list["Recorded"])
     path: Path | None = None
     """Where the record lives (set when read or published)."""
 
@@ -158,7 +158,7 @@ class Record:
             started_at=float(cast("float", data.get("started_at") or 0.0)),
             pid_start=None if pid_start is None else int(cast("int", pid_start)),
             executions=[
-                cast("Execution", dict(cast("dict[str, object]", e)))
+                cast("Recorded", dict(cast("dict[str, object]", e)))
                 for e in cast("list[object]", executions)
                 if isinstance(e, dict)
             ],
@@ -196,7 +196,7 @@ class Publication:
         self.record.path = directory / f"{pid}{_SUFFIX}"
         self._written: str | None = None
 
-    def write(self, executions: list[Execution] | None = None) -> bool:
+    def write(self, executions: list[Recorded] | None = None) -> bool:
         """Write the record if it changed; True if it was written."""
         if executions is not None:
             self.record.executions = executions

@@ -38,6 +38,14 @@ class Frame(TypedDict, total=False):
     error: ErrorBody
 
 
+class ErrorFrame(TypedDict):
+    """An error answer as a listener writes it before any protocol code runs."""
+
+    jsonrpc: Literal["2.0"]
+    id: int | str | None
+    error: ErrorBody
+
+
 class Outgoing(TypedDict, total=False):
     """A frame the verbs' client writes (``jsonrpc`` is added on the way out)."""
 
@@ -74,7 +82,15 @@ class RecordFile(TypedDict):
     pid_start: int | None
     started_at: float
     transport: Transport
-    executions: list[Execution]
+    executions: list[Recorded]
+
+
+class Recorded(TypedDict, total=False):
+    """What a discovery record keeps of each execution (clients ask the server the rest)."""
+
+    id: str
+    title: str
+    status: str
 
 
 # -- _agent_channel/list (A24) -----------------------------------------------------------

@@ -40,7 +40,10 @@ import stat
 import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from ._frames import ErrorFrame, JsonObject, TcpTransport, Transport, UnixTransport
 
 log = logging.getLogger("agent_channel_acp")
 
@@ -75,8 +78,8 @@ class ListenError(RuntimeError):
 _CROWDED = "too many connections are waiting to present the token; this one waited longest"
 
 
-def error_frame(msg_id: object, code: int, message: str, reason: str) -> bytes:
-    frame = {
+def error_frame(msg_id: int | str | None, code: int, message: str, reason: str) -> bytes:
+    frame: ErrorFrame = {
         "jsonrpc": "2.0",
         "id": msg_id,
         "error": {"code": code, "message": message, "data": {"reason": reason}},
@@ -84,7 +87,7 @@ def error_frame(msg_id: object, code: int, message: str, reason: str) -> bytes:
     return json.dumps(frame, separators=(",", ":")).encode() + b"\n"
 
 
-def _auth_required(msg_id: object, reason: str) -> bytes:
+def _auth_required(msg_id: int | str | None, reason: str) -> bytes:
     return error_frame(msg_id, -32000, "Authentication required", reason)
 
 
@@ -96,7 +99,7 @@ class Listener:
         sock: socket.socket,
         handler: Handler,
         *,
-        transport: dict[str, Any],
+        transport: Transport,
         token: str | None = None,
         max_connections: int = MAX_CONNECTIONS,
     ) -> None:
@@ -112,8 +115,9 @@ class Listener:
         self._refusing: set[asyncio.Task[None]] = set()
         self._accepting: asyncio.Task[None] | None = None
         self._socket_id: tuple[int, int] | None = None
-        if transport["kind"] == "unix":
-            st = os.stat(transport["path"])
+        self._socket_path = Path(transport["path"]) if transport["kind"] == "unix" else None
+        if self._socket_path is not None:
+            st = os.stat(self._socket_path)
             self._socket_id = (st.st_dev, st.st_ino)
 
     @property
@@ -140,9 +144,9 @@ class Listener:
 
     def _unlink(self) -> None:
         """Remove the socket file, if it is still the one we bound (not a successor's)."""
-        if self._socket_id is None:
+        path = self._socket_path
+        if self._socket_id is None or path is None:
             return
-        path = Path(self.transport["path"])
         with contextlib.suppress(OSError):
             st = os.lstat(path)
             if stat.S_ISSOCK(st.st_mode) and (st.st_dev, st.st_ino) == self._socket_id:
@@ -258,20 +262,20 @@ class Listener:
         if not line.strip():
             return None
         try:
-            message: Any = json.loads(line)
+            message: object = json.loads(line)
         except (ValueError, RecursionError):
             return error_frame(None, -32700, "Parse error", "not JSON"), False
         if not isinstance(message, dict):
             reason = "a frame must be a JSON object"
             return error_frame(None, -32600, "Invalid request", reason), False
-        msg = cast("dict[str, Any]", message)
+        msg = cast("JsonObject", message)
         if "id" not in msg:
             return None  # a notification: nothing to answer, nothing served
-        msg_id = msg["id"]
+        msg_id = cast("int | str | None", msg["id"])  # echoed as it came
         raw = msg.get("params")
-        params = cast("dict[str, Any]", raw) if isinstance(raw, dict) else {}
+        params = raw if isinstance(raw, dict) else {}
         raw = params.get("_meta")
-        meta = cast("dict[str, Any]", raw) if isinstance(raw, dict) else {}
+        meta = raw if isinstance(raw, dict) else {}
         token = meta.get(TOKEN_KEY)
         if msg.get("method") != "initialize" or token is None:
             reason = f"present the discovery record's token in initialize as _meta[{TOKEN_KEY!r}]"
@@ -342,7 +346,9 @@ def _prepare_socket_path(path: Path) -> None:
     raise ListenError(f"a server is already listening on {path}")
 
 
-async def listen_unix(handler: Handler, path: Path, **options: Any) -> Listener:
+async def listen_unix(
+    handler: Handler, path: Path, *, max_connections: int = MAX_CONNECTIONS
+) -> Listener:
     """Listen on a 0600 unix socket at ``path`` (see the module docstring for the checks)."""
     _prepare_socket_path(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -357,12 +363,15 @@ async def listen_unix(handler: Handler, path: Path, **options: Any) -> Listener:
     os.chmod(path, 0o600)
     sock.listen(128)
     sock.setblocking(False)
-    listener = Listener(sock, handler, transport={"kind": "unix", "path": str(path)}, **options)
+    transport: UnixTransport = {"kind": "unix", "path": str(path)}
+    listener = Listener(sock, handler, transport=transport, max_connections=max_connections)
     listener.start()
     return listener
 
 
-async def listen_tcp(handler: Handler, port: int = 0, **options: Any) -> Listener:
+async def listen_tcp(
+    handler: Handler, port: int = 0, *, max_connections: int = MAX_CONNECTIONS
+) -> Listener:
     """Listen on 127.0.0.1:``port`` (0: any free port) behind a fresh random token."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -374,8 +383,10 @@ async def listen_tcp(handler: Handler, port: int = 0, **options: Any) -> Listene
     sock.listen(128)
     sock.setblocking(False)
     token = secrets.token_urlsafe(32)
-    host, bound = sock.getsockname()[:2]
-    transport = {"kind": "tcp", "host": host, "port": bound, "token": token}
-    listener = Listener(sock, handler, transport=transport, token=token, **options)
+    host, bound = cast("tuple[str, int]", sock.getsockname()[:2])
+    transport: TcpTransport = {"kind": "tcp", "host": host, "port": bound, "token": token}
+    listener = Listener(
+        sock, handler, transport=transport, token=token, max_connections=max_connections
+    )
     listener.start()
     return listener

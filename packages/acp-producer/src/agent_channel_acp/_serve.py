@@ -16,12 +16,15 @@ import json
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from ._discovery import Publication, Record, RuntimeDirError, runtime_dir, sweep
 from ._listen import Listener, ListenError, listen_tcp, listen_unix
+
+if TYPE_CHECKING:
+    from ._frames import Recorded
 
 log = logging.getLogger("agent_channel_acp")
 
@@ -42,13 +45,20 @@ class Served(Protocol):
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None: ...
 
-    def executions(self) -> list[dict[str, Any]]: ...
+    def executions(self) -> Sequence[Mapping[str, object]]: ...
 
     async def aclose(self) -> None: ...
 
 
-def record_executions(server: Served) -> list[dict[str, Any]]:
-    return [{k: e[k] for k in RECORD_KEYS if k in e} for e in server.executions()]
+class _Watched(Protocol):
+    """A served server that says when its executions change (the attach server does)."""
+
+    on_change: Callable[[], object] | None
+
+
+def record_executions(server: Served) -> list[Recorded]:
+    """The listing's entries cut to :data:`RECORD_KEYS` (the server's ``describe``)."""
+    return [cast("Recorded", {k: e[k] for k in RECORD_KEYS if k in e}) for e in server.executions()]
 
 
 _hosted: list[Served] = []  # the one server this process publishes (the record is per pid)
@@ -61,7 +71,7 @@ async def hosting(
     socket_path: Path | None = None,
     port: int | None = None,
     start: Callable[[], Awaitable[None]] | None = None,
-) -> AsyncIterator[Record]:
+) -> AsyncGenerator[Record, None]:
     """Listen for ``server`` and publish its record for the block; yields the record.
 
     ``start`` (the executions ``serve`` runs) goes as a task once the record is written.
@@ -82,9 +92,9 @@ async def hosting(
     publication = Publication(directory, listener.transport)
     loop = asyncio.get_running_loop()
     changed = asyncio.Event()
-    watches = hasattr(server, "on_change")
-    if watches:  # the attach server says when its executions change (from any thread)
-        server.on_change = lambda: loop.call_soon_threadsafe(changed.set)  # pyright: ignore[reportAttributeAccessIssue]
+    watched = cast("_Watched", server) if hasattr(server, "on_change") else None
+    if watched is not None:  # the attach server says when its executions change (any thread)
+        watched.on_change = lambda: loop.call_soon_threadsafe(changed.set)
     tasks: list[asyncio.Task[None]] = []
     try:
         publication.write(record_executions(server))
@@ -93,8 +103,8 @@ async def hosting(
             tasks.append(loop.create_task(_run(start)))
         yield publication.record
     finally:
-        if watches:
-            server.on_change = None  # pyright: ignore[reportAttributeAccessIssue]
+        if watched is not None:
+            watched.on_change = None
         try:
             await listener.close(connections=False)
             await server.aclose()  # executions end; their clients are told
@@ -150,14 +160,18 @@ async def _run(start: Callable[[], Awaitable[None]]) -> None:
     await start()
 
 
+Body = Callable[[], Awaitable[object]]
+"""One execution's async function, as a factory gives it."""
+
+
 class ServeError(RuntimeError):
     """``serve`` cannot start; the message is the one line to print."""
 
 
-def _with_task(body: Callable[[], Awaitable[Any]], task: str) -> Callable[[], Awaitable[Any]]:
+def _with_task(body: Body, task: str) -> Body:
     """``body`` with ``task`` posted to its own channel first (the agent reads it at once)."""
 
-    async def run() -> Any:
+    async def run() -> object:
         from agent_channel import UserMessage, agent_channel
 
         agent_channel().ref().post(UserMessage(task, source="task"))
@@ -211,7 +225,7 @@ def _announcer(count: int, as_json: bool) -> Callable[[Record], None]:
 
 
 def serve_command(
-    factory: Callable[..., Any],
+    factory: Callable[..., object],
     *,
     spec: str,
     model: str | None,
@@ -233,7 +247,7 @@ def serve_command(
     from ._attach import AttachServer
     from ._session import NotRunnable
 
-    bodies: list[Callable[[], Awaitable[Any]]] = []
+    bodies: list[Body] = []
     name = ""
     for _ in range(count):
         try:
@@ -246,7 +260,7 @@ def serve_command(
                 "body: factory(model) must return the async function that runs one execution"
             )
         name = name or agent_name(spec, body)
-        runnable = cast("Callable[[], Awaitable[Any]]", body)  # called as it starts: checked there
+        runnable = cast("Body", body)  # called as it starts: checked there
         bodies.append(_with_task(runnable, task) if task else runnable)
 
     path = Path(socket_path).absolute() if socket_path else None  # verbs run from anywhere
@@ -256,7 +270,7 @@ def serve_command(
         hosting = asyncio.current_task()
         unrunnable: list[NotRunnable] = []
 
-        async def one(i: int, body: Callable[[], Awaitable[Any]]) -> None:
+        async def one(i: int, body: Body) -> None:
             try:
                 await server.run(body, title=_title(name, task, i, count))
             except NotRunnable as e:

@@ -14,12 +14,23 @@ import json
 import os
 import sys
 import time
-from typing import Any, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 from acp import PROTOCOL_VERSION, Client, RequestError, spawn_agent_process, text_block
-from acp.schema import RequestPermissionResponse
+from acp.schema import (
+    AgentMessageChunk,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallUpdate,
+)
 
 from ._sigint import run
+
+if TYPE_CHECKING:
+    from ._console._link import SessionUpdate
 
 
 class _Operator:
@@ -32,7 +43,7 @@ class _Operator:
         self.tools_started = 0  # a count, not a flag: a quick tool may start and end unseen
         self._open_text: str | None = None
 
-    def emit(self, who: str, text: str, **data: Any) -> None:
+    def emit(self, who: str, text: str, **data: object) -> None:
         ms = (time.perf_counter() - self.t0) * 1000
         if self.as_json:
             print(json.dumps({"t_ms": round(ms, 1), "who": who, "text": text, **data}), flush=True)
@@ -42,9 +53,10 @@ class _Operator:
             self._open_text = None
         print(f"{ms:8.1f} ms  {who:<9} {text}", flush=True)
 
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        kind = update.session_update
-        if kind == "agent_message_chunk" and not self.as_json:
+    async def session_update(
+        self, session_id: str, update: SessionUpdate, **kwargs: object
+    ) -> None:
+        if isinstance(update, AgentMessageChunk) and not self.as_json:
             text = getattr(update.content, "text", "")
             if self._open_text != update.message_id:
                 if self._open_text is not None:
@@ -53,21 +65,27 @@ class _Operator:
                 print(f"{ms:8.1f} ms  {'agent':<9} ", end="", flush=True)
                 self._open_text = update.message_id
             print(text, end="", flush=True)
-        elif kind == "agent_message_chunk":
+        elif isinstance(update, AgentMessageChunk):
             self.emit("agent", getattr(update.content, "text", ""), message_id=update.message_id)
-        elif kind == "tool_call":
+        elif isinstance(update, ToolCallStart):
             self.tools_started += 1
             self.emit(
                 "tool", f"▶ {update.title} ({update.status})", tool_call_id=update.tool_call_id
             )
-        elif kind == "tool_call_update":
+        elif isinstance(update, ToolCallProgress):
             self.emit("tool", f"■ {update.tool_call_id}: {update.status}", status=update.status)
         self.changed.set()
 
-    async def request_permission(self, *args: Any, **kwargs: Any) -> RequestPermissionResponse:
+    async def request_permission(
+        self,
+        session_id: str,
+        tool_call: ToolCallUpdate,
+        options: list[PermissionOption],
+        **kwargs: object,
+    ) -> RequestPermissionResponse:
         raise RuntimeError("the demo runs without tool approval")
 
-    async def until(self, predicate: Any) -> None:
+    async def until(self, predicate: Callable[[], bool]) -> None:
         while not predicate():
             self.changed.clear()
             await self.changed.wait()
@@ -137,6 +155,7 @@ def run_tour(as_json: bool = False, tool_seconds: float = 1.5) -> int:
 def _lost_agent(e: BaseException) -> BaseException | None:
     """The connection failure ``e`` is (or a task group's first one), else None."""
     if isinstance(e, BaseExceptionGroup):
-        found = (_lost_agent(inner) for inner in e.exceptions)
+        group = cast("BaseExceptionGroup[BaseException]", e)
+        found = (_lost_agent(inner) for inner in group.exceptions)
         return next((x for x in found if x is not None), None)
     return e if isinstance(e, ConnectionError | RequestError) else None

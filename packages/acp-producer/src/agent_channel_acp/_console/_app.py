@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from typing import Any, ClassVar
+from collections.abc import Awaitable
+from typing import ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -92,7 +93,7 @@ class Console(App[None]):
         self._views: dict[str, EntryView | ReasoningView] = {}
         self._dirty = True
         self._shown: dict[str, str] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._drawn = 0.0
         self.frames = 0
         """Redraws so far (tests and the benchmark wait on them)."""
@@ -196,12 +197,12 @@ class Console(App[None]):
 
     # -- operator actions --------------------------------------------------------------
 
-    def _spawn(self, work: Any) -> None:
+    def _spawn(self, work: Awaitable[object]) -> None:
         task = asyncio.ensure_future(self._guard(work))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _guard(self, work: Any) -> None:
+    async def _guard(self, work: Awaitable[object]) -> None:
         try:
             await work
         except LinkError as e:
@@ -289,9 +290,9 @@ class Console(App[None]):
             self.note("no approval is waiting")
             return
         wanted = ("allow_once", "allow_always") if allow else ("reject_once", "reject_always")
-        options = approval.get("options") or []
-        option = next((o for o in options if o.get("kind") in wanted), None)
-        option_id = option.get("optionId") if option else None
+        option = next((o for o in approval["options"] if o.get("kind") in wanted), None)
+        found = option.get("optionId") if option else None
+        option_id = None if found is None else str(found)
         if allow and option_id is None:
             self.note("this request offers no allow option")
             return

@@ -20,22 +20,49 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from uuid import uuid4
 
 from acp import RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
+    AgentMessageChunk,
+    AgentPlanContentUpdate,
+    AgentPlanRemovedUpdate,
+    AgentPlanUpdate,
+    AgentThoughtChunk,
     AllowedOutcome,
+    AvailableCommandsUpdate,
+    ConfigOptionUpdate,
+    CurrentModeUpdate,
     DeniedOutcome,
     PermissionOption,
     RequestPermissionResponse,
+    SessionInfoUpdate,
+    ToolCallProgress,
+    ToolCallStart,
     ToolCallUpdate,
+    UsageUpdate,
+    UserMessageChunk,
 )
 
 from .._ctl import EXT, CtlError, ask_within, connected, exec_id, reached
 from .._discovery import Record, RuntimeDirError, live_records, runtime_dir
 from ._state import Entry, State
+
+if TYPE_CHECKING:
+    from collections.abc import Sized
+
+    from typing_extensions import Buffer
+
+    from .._frames import (
+        CancelToolCallParams,
+        EndParams,
+        Execution,
+        Frame,
+        JsonObject,
+        WithdrawParams,
+    )
 
 log = logging.getLogger(__name__)
 READ_SLICE = 0.005
@@ -49,7 +76,15 @@ OBSERVE = "agent_channel.observe"
 MESSAGE_ID = "agent_channel.messageId"
 """The prompt response's ``_meta`` key naming the queued message (A7)."""
 
-Target = tuple[Record, dict[str, Any]]
+T = TypeVar("T")
+
+if TYPE_CHECKING:
+
+    class _Separator(Buffer, Sized, Protocol):
+        """What ``StreamReader.readuntil`` takes (typeshed's private ``_ReaduntilBuffer``)."""
+
+
+Target = tuple[Record, "Execution"]
 Chooser = Callable[[list[Target]], Awaitable[Target | None]]
 """Asked when several executions are served and none was named: the picker."""
 
@@ -58,10 +93,27 @@ class LinkError(Exception):
     """A request failed; the message is the line to show."""
 
 
-def _dump(update: Any) -> dict[str, Any]:
-    if isinstance(update, dict):
-        return dict(update)  # pyright: ignore[reportUnknownArgumentType]
-    return update.model_dump(mode="json", by_alias=True, exclude_none=True)
+SessionUpdate = (
+    UserMessageChunk
+    | AgentMessageChunk
+    | AgentThoughtChunk
+    | ToolCallStart
+    | ToolCallProgress
+    | AgentPlanUpdate
+    | AgentPlanContentUpdate
+    | AgentPlanRemovedUpdate
+    | AvailableCommandsUpdate
+    | CurrentModeUpdate
+    | ConfigOptionUpdate
+    | SessionInfoUpdate
+    | UsageUpdate
+)
+"""What the SDK's ``Client.session_update`` takes (the link folds the stream before it)."""
+
+
+def _dump(model: ToolCallUpdate | PermissionOption) -> JsonObject:
+    """An SDK model as the JSON the wire carries (camelCase, no nulls)."""
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 class _Reader(asyncio.StreamReader):
@@ -84,7 +136,7 @@ class _Reader(asyncio.StreamReader):
             self._since = now
             await asyncio.sleep(0)
 
-    async def readuntil(self, separator: Any = b"\n") -> bytes:
+    async def readuntil(self, separator: _Separator = b"\n") -> bytes:
         while True:
             await self._turn()
             line = await super().readuntil(separator)
@@ -108,13 +160,15 @@ class _Handler:
     def __init__(self, link: Link) -> None:
         self._link = link
 
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+    async def session_update(
+        self, session_id: str, update: SessionUpdate, **kwargs: object
+    ) -> None:
         return None
 
-    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+    async def ext_notification(self, method: str, params: dict[str, object]) -> None:
         return None
 
-    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def ext_method(self, method: str, params: dict[str, object]) -> dict[str, object]:
         raise RequestError.method_not_found(f"_{method}")
 
     async def request_permission(
@@ -122,22 +176,9 @@ class _Handler:
         session_id: str,
         tool_call: ToolCallUpdate,
         options: list[PermissionOption],
-        **kwargs: Any,
+        **kwargs: object,
     ) -> RequestPermissionResponse:
-        link = self._link
-        answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        link.state.approval = {
-            "toolCall": _dump(tool_call),
-            "options": [_dump(o) for o in options],
-        }
-        link._answer = answer  # pyright: ignore[reportPrivateUsage]
-        link.changed()
-        try:
-            option_id = await answer
-        finally:
-            link.state.approval = None
-            link._answer = None  # pyright: ignore[reportPrivateUsage]
-            link.changed()
+        option_id = await self._link.approval(tool_call, options)
         if option_id is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(
@@ -165,7 +206,8 @@ class Link:
         self.choose = choose
         self.on_change = on_change
         self._observe: dict[str, Any] = {OBSERVE: True} if observe else {}
-        """``session/load`` ``_meta``: bind as an observer, never the driver (A4, A14)."""
+        """``session/load`` ``_meta``: bind as an observer, never the driver (A4, A14). (The
+        SDK's ``**kwargs`` are ``_meta``, beside its named parameters: hence ``Any``.)"""
         self.session_id: str | None = None
         self.name = f"console-{uuid4().hex[:6]}"
         state.client_name = self.name
@@ -176,6 +218,24 @@ class Link:
         """Set while bound to an execution (cleared while reconnecting)."""
         self.attempts = 0
         """Connections made (a test can wait for a reconnect)."""
+
+    async def approval(
+        self, tool_call: ToolCallUpdate, options: list[PermissionOption]
+    ) -> str | None:
+        """Show a permission request until :meth:`answer`; the option chosen (None: rejected)."""
+        answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self.state.approval = {
+            "toolCall": _dump(tool_call),
+            "options": [_dump(o) for o in options],
+        }
+        self._answer = answer
+        self.changed()
+        try:
+            return await answer
+        finally:
+            self.state.approval = None
+            self._answer = None
+            self.changed()
 
     def behind(self) -> bool:
         """More than :data:`BEHIND` bytes wait to be folded: the UI should let it read."""
@@ -189,21 +249,24 @@ class Link:
     def fold(self, line: bytes) -> bool:
         """Fold ``line`` if it is a notification of the stream; False: the SDK's to read."""
         try:
-            message = json.loads(line)
+            message: object = json.loads(line)
         except ValueError:
             return False
-        if not isinstance(message, dict) or "id" in message:  # a request or a response
+        if not isinstance(message, dict):
             return False
-        method: Any = message.get("method")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        params: Any = message.get("params")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        if not isinstance(params, dict):
+        frame = cast("Frame", message)
+        if "id" in frame:  # a request or a response
             return False
-        p: dict[str, Any] = params  # pyright: ignore[reportUnknownVariableType]
+        method = frame.get("method")
+        p = frame.get("params")
+        if not isinstance(p, dict):
+            return False
         ours = p.get("sessionId") == self.session_id
         try:
             if method == "session/update":
-                if ours and isinstance(p.get("update"), dict):
-                    self.state.update(p["update"])
+                update = p.get("update")
+                if ours and isinstance(update, dict):
+                    self.state.update(update)
                     self.changed()
                 return True
             if isinstance(method, str) and method.startswith("_" + EXT):
@@ -249,7 +312,8 @@ class Link:
                 record, _Handler(self), name=self.name, reader=self._reader
             ) as server:
                 conn = server.conn
-                receiving: asyncio.Task[Any] = conn._conn._recv_task  # pyright: ignore[reportPrivateUsage, reportAssignmentType]
+                receiving = conn._conn._recv_task  # pyright: ignore[reportPrivateUsage]
+                assert receiving is not None  # the SDK's connection listens unless told not
                 session_id = exec_id(execution)
                 self.state.reset()
                 self.state.execution_id = session_id
@@ -328,7 +392,7 @@ class Link:
         self.target = exec_id(chosen[1])
         return chosen
 
-    async def _ask(self, call: Awaitable[Any]) -> Any:
+    async def _ask(self, call: Awaitable[T]) -> T:
         return await ask_within(call, LinkError)
 
     # -- what the operator does --------------------------------------------------------
@@ -370,22 +434,16 @@ class Link:
 
     async def cancel_tool(self, tool_call_id: str) -> bool:
         conn, session_id = self._bound()
-        answer = await self._ask(
-            conn.ext_method(
-                EXT + "cancel_tool_call", {"sessionId": session_id, "toolCallId": tool_call_id}
-            )
-        )
+        params: CancelToolCallParams = {"sessionId": session_id, "toolCallId": tool_call_id}
+        answer = await self._ask(conn.ext_method(EXT + "cancel_tool_call", dict(params)))
         return bool(answer.get("cancelled"))
 
     async def withdraw(self, message_id: str) -> bool:
         conn, session_id = self._bound()
         self.state.withdrawing.add(message_id)
         try:
-            answer = await self._ask(
-                conn.ext_method(
-                    EXT + "withdraw", {"sessionId": session_id, "messageId": message_id}
-                )
-            )
+            params: WithdrawParams = {"sessionId": session_id, "messageId": message_id}
+            answer = await self._ask(conn.ext_method(EXT + "withdraw", dict(params)))
         finally:
             self.state.withdrawing.discard(message_id)
         done = bool(answer.get("withdrawn"))
@@ -398,10 +456,10 @@ class Link:
 
     async def end(self, reason: str | None = None) -> None:
         conn, session_id = self._bound()
-        params: dict[str, Any] = {"sessionId": session_id}
+        params: EndParams = {"sessionId": session_id}
         if reason:
             params["reason"] = reason
-        await self._ask(conn.ext_method(EXT + "end", params))
+        await self._ask(conn.ext_method(EXT + "end", dict(params)))
 
     def answer(self, option_id: str | None) -> bool:
         """Answer the pending approval (None rejects as ``cancelled``); False if none."""
@@ -411,7 +469,7 @@ class Link:
         return True
 
 
-async def list_executions(record: Record) -> list[dict[str, Any]]:
+async def list_executions(record: Record) -> list[Execution]:
     """``_agent_channel/list`` (A24) on one server, on a connection of its own."""
     try:
         async with reached(record) as server:

@@ -16,7 +16,10 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:
+    from .._frames import JsonObject, JsonValue
 
 META = "agent_channel."
 MAX_ENTRIES = 2000
@@ -27,6 +30,15 @@ INTERRUPTED = "interrupted: not in the conversation"
 """How streamed text that an interrupt kept out of the conversation is marked."""
 MAX_LEFT = 256
 """Our message ids remembered after they left the queue."""
+
+
+class Approval(TypedDict):
+    """A permission request waiting for this client, as JSON (the link dumps the SDK's
+    models into it): what the side panel shows and the keys answer."""
+
+    toolCall: JsonObject
+    options: list[JsonObject]
+
 
 TOOL_LABELS = {
     "pending": "pending",
@@ -51,7 +63,7 @@ class Entry:
     tool_kind: str = ""
     status: str = ""
     """A tool card's status: pending, in_progress, completed, failed or cancelled."""
-    args: Any = None
+    args: JsonValue = None
     result: str = ""
     message_id: str = ""
     """A queued entry: the server's id of the message (the prompt response names it)."""
@@ -70,7 +82,7 @@ class Entry:
     def line(self) -> str:
         """The entry as plain text (the demo's transcript, tests)."""
         if self.kind == "tool":
-            args = "" if self.args is None else " " + _compact(self.args)
+            args = "" if self.args is None else " " + compact(self.args)
             out = f"[tool {self.label}] {self.title}{args}"
             return f"{out} -> {self.result}" if self.result else out
         prefix = {
@@ -87,7 +99,8 @@ class Entry:
         return prefix + self.text.strip()
 
 
-def _compact(value: Any) -> str:
+def compact(value: JsonValue) -> str:
+    """A JSON value on one line, at most 200 characters (a card's arguments or result)."""
     try:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError):
@@ -101,9 +114,17 @@ def _quote(text: str) -> str:
     return text if len(text) <= 200 else text[:199] + "…"
 
 
-def _text_of(block: Any) -> str:
+def _object(value: JsonValue) -> JsonObject:
+    """``value``, which the fold reads as an object: anything else is a shape it does not
+    know (the link skips the frame)."""
+    if not isinstance(value, dict):
+        raise TypeError(f"expected an object, not {type(value).__name__}")
+    return value
+
+
+def _text_of(block: JsonValue) -> str:
     if isinstance(block, dict):
-        b: dict[str, Any] = block  # pyright: ignore[reportUnknownVariableType]
+        b = block
         if b.get("type") == "text":
             return str(b.get("text", ""))
         if b.get("type") == "content":
@@ -141,12 +162,12 @@ class State:
     turn: str = ""
     """The last ``_agent_channel/turn_state``: started, ended, cancelled (or idle)."""
     queue: list[Queued] = field(default_factory=list[Queued])
-    approval: dict[str, Any] | None = None
+    approval: Approval | None = None
     """The permission request waiting for this client: ``toolCall`` and ``options``."""
-    ended: dict[str, Any] | None = None
+    ended: JsonObject | None = None
     """``_agent_channel/session_ended`` params once the execution is over."""
     connection: str = "connecting"
-    targets: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    targets: list[JsonValue] = field(default_factory=list["JsonValue"])
     """The picker's targets, when the server asked us to choose."""
     _counter: int = 0
     _vanished: set[str] = field(default_factory=set[str])
@@ -246,22 +267,23 @@ class State:
 
     # -- the wire --------------------------------------------------------------------
 
-    def update(self, update: dict[str, Any]) -> None:
+    def update(self, update: JsonObject) -> None:
         """Fold one ``session/update`` payload."""
         kind = update.get("sessionUpdate")
-        meta: dict[str, Any] = update.get("_meta") or {}
+        meta = _object(update.get("_meta") or {})
         self._settle_vanished(
             read=kind == "user_message_chunk" and meta.get(f"{META}source") == "operator"
         )
         if kind in ("agent_message_chunk", "agent_thought_chunk"):
             if f"{META}bound" in meta:
-                bound = meta[f"{META}bound"]
+                bound = _object(meta[f"{META}bound"])
                 self.execution_id = str(bound.get("executionId", self.execution_id))
                 self.role = "driver" if bound.get("interactive") else "observer"
                 self.targets = []
                 return
             if f"{META}targets" in meta:
-                self.targets = list(meta[f"{META}targets"])
+                targets = meta[f"{META}targets"]
+                self.targets = list(targets) if isinstance(targets, list) else []
                 return
             text = _text_of(update.get("content"))
             message_id = str(update.get("messageId") or "")
@@ -299,7 +321,7 @@ class State:
         elif kind == "session_info_update" and update.get("title"):
             self.title = str(update["title"])
 
-    def notification(self, method: str, params: dict[str, Any]) -> None:
+    def notification(self, method: str, params: JsonObject) -> None:
         """Fold one of our ``_agent_channel/*`` notifications."""
         name = method.lstrip("_").removeprefix("agent_channel/")
         if name == "turn_state":
@@ -348,16 +370,16 @@ class State:
         self.changed.append(key)
         return entry
 
-    def _tool_content(self, entry: Entry, update: dict[str, Any]) -> None:
+    def _tool_content(self, entry: Entry, update: JsonObject) -> None:
         content = update.get("content")
         if isinstance(content, list) and content:
-            entry.result = " ".join(_text_of(c) for c in content).strip()  # pyright: ignore[reportUnknownVariableType]
+            entry.result = " ".join(_text_of(c) for c in content).strip()
         elif "rawOutput" in update and update["rawOutput"] is not None:
-            entry.result = _compact(update["rawOutput"])
+            entry.result = compact(update["rawOutput"])
         if entry.status == "failed" and "cancel" in entry.result.lower():
             entry.status = "cancelled"  # ACP has no cancelled status: the result says it
 
-    def _queue(self, messages: list[Any]) -> None:
+    def _queue(self, messages: JsonValue) -> None:
         before = {q.id for q in self.queue if q.mine}
         mine_prefix = f"{self.client_name}-"
         self.queue = [
@@ -367,7 +389,7 @@ class State:
                 str(q.get("client", "")),
                 str(q.get("client", "")).startswith(mine_prefix),
             )
-            for q in messages
+            for q in (messages if isinstance(messages, list) else [])
             if isinstance(q, dict)
         ]
         now = {q.id for q in self.queue if q.mine}
@@ -396,17 +418,18 @@ class State:
                     self.note(f"withdrawn elsewhere: {_quote(entry.text)}")
 
 
-def ended_text(params: dict[str, Any]) -> str:
+def ended_text(params: JsonObject) -> str:
     """The plain message at the end of an execution, with what never reached the agent."""
     if params.get("error"):
         text = f"The execution failed: {str(params['error']).rstrip('.')}."
     else:
         text = f"The execution has ended ({params.get('stopReason') or 'finished'})."
-    undelivered = [u for u in params.get("undelivered") or [] if isinstance(u, dict)]
+    listed = params.get("undelivered") or []
+    undelivered = [u for u in listed if isinstance(u, dict)] if isinstance(listed, list) else []
     if undelivered:
         text += f" {len(undelivered)} message(s) were never read by the agent:"
-        for u in undelivered:  # pyright: ignore[reportUnknownVariableType]
-            text += f"\n  - {str(u.get('text', '')).strip()}"  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        for u in undelivered:
+            text += f"\n  - {str(u.get('text', '')).strip()}"
     else:
         text += " Nothing you sent was left unread."
     return text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from textual.app import ComposeResult
@@ -12,7 +12,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Collapsible, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ._state import INTERRUPTED, Entry, State, _compact  # pyright: ignore[reportPrivateUsage]
+from ._state import INTERRUPTED, Approval, Entry, State, compact
+
+if TYPE_CHECKING:
+    from .._frames import Execution
 
 _WHO = {
     "operator": "[b $accent]operator[/] ▸ ",
@@ -43,7 +46,7 @@ def entry_markup(entry: Entry, *, selected: bool = False) -> str:
             head += f" [dim]({escape(entry.tool_kind)})[/]"
         lines = [head]
         if entry.args is not None:
-            lines.append(f"[dim]args:[/] {escape(_compact(entry.args))}")
+            lines.append(f"[dim]args:[/] {escape(compact(entry.args))}")
         if entry.result:
             lines.append(f"[dim]result:[/] {escape(entry.result[:2000])}")
         return "\n".join(lines)
@@ -159,19 +162,18 @@ def queue_markup(state: State) -> str:
     return "\n".join(lines)
 
 
-def approval_markup(approval: dict[str, Any] | None) -> str:
+def approval_markup(approval: Approval | None) -> str:
     if approval is None:
         return ""
-    call = approval.get("toolCall") or {}
-    options = approval.get("options") or []
-    names = ", ".join(str(o.get("name", o.get("optionId", "?"))) for o in options)
+    call = approval["toolCall"]
+    names = ", ".join(str(o.get("name", o.get("optionId", "?"))) for o in approval["options"])
     args = call.get("rawInput")
     lines = [
         "[b $warning]Approval needed[/]",
         f"[b]{escape(str(call.get('title') or call.get('toolCallId') or 'a tool call'))}[/]",
     ]
     if args is not None:
-        lines.append(f"[dim]args:[/] {escape(_compact(args))}")
+        lines.append(f"[dim]args:[/] {escape(compact(args))}")
     lines.append(f"[dim]options: {escape(names)}[/]")
     lines.append("[b]ctrl+y[/] allow  ·  [b]ctrl+n[/] reject")
     return "\n".join(lines)
@@ -197,7 +199,7 @@ HELP = (
 )
 
 
-def target_label(execution: dict[str, Any]) -> str:
+def target_label(execution: Execution) -> str:
     title = execution.get("title") or execution.get("id")
     parts = [
         str(execution.get("status", "?")),
