@@ -20,8 +20,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _demo(rt: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = agent_env(AGENT_CHANNEL_RUNTIME_DIR=str(rt))
+def _demo(rt: Path, *args: str, **env_vars: str) -> subprocess.CompletedProcess[str]:
+    env = agent_env(AGENT_CHANNEL_RUNTIME_DIR=str(rt), **env_vars)
     return subprocess.run(
         [sys.executable, "-m", "agent_channel_acp", "demo", *args],
         env=env,
@@ -30,6 +30,13 @@ def _demo(rt: Path, *args: str) -> subprocess.CompletedProcess[str]:
         cwd=HERE,
         timeout=180,  # a hang guard, not a timing assertion
     )
+
+
+def _unreachable_url() -> str:
+    """An OpenAI-compatible URL on a port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
 
 
 def test_demo_script_plays_the_operator_and_prints_a_readable_transcript(tmp_path: Path) -> None:
@@ -79,18 +86,8 @@ def test_demo_model_flag_uses_the_configured_endpoint_and_names_it_when_unreacha
 ) -> None:
     rt = tmp_path / "rt"
     rt.mkdir(mode=0o700)
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
-    env = agent_env(AGENT_CHANNEL_RUNTIME_DIR=str(rt), OPENAI_BASE_URL=url)
-    run = subprocess.run(
-        [sys.executable, "-m", "agent_channel_acp", "demo", "--script", "--model", "some-model"],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=HERE,
-        timeout=180,  # a hang guard, not a timing assertion
-    )
+    url = _unreachable_url()
+    run = _demo(rt, "--script", "--model", "some-model", OPENAI_BASE_URL=url)
     assert run.returncode == 1
     # once, in plain words: no log line from the server beside the demo's own, no repr()
     (line,) = run.stderr.strip().splitlines()
@@ -161,20 +158,8 @@ def test_readme_first_command_runs_the_scripted_demo_with_model_variables_set(
 def test_a_model_named_by_agent_channel_model_is_used(tmp_path: Path) -> None:
     rt = tmp_path / "rt"
     rt.mkdir(mode=0o700)
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
-    env = agent_env(
-        AGENT_CHANNEL_RUNTIME_DIR=str(rt), OPENAI_BASE_URL=url, AGENT_CHANNEL_MODEL="some-model"
-    )
-    run = subprocess.run(
-        [sys.executable, "-m", "agent_channel_acp", "demo", "--script"],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=HERE,
-        timeout=180,  # a hang guard, not a timing assertion
-    )
+    url = _unreachable_url()
+    run = _demo(rt, "--script", OPENAI_BASE_URL=url, AGENT_CHANNEL_MODEL="some-model")
     assert run.returncode == 1
     assert "cannot reach the model server at " + url in run.stderr
     assert "no model is named" not in run.stderr

@@ -20,6 +20,7 @@ import anyio.to_thread
 import pytest
 from agent_channel import (
     AgentInterrupted,
+    AgentRef,
     Cancel,
     ChannelClosed,
     ChannelItem,
@@ -187,22 +188,7 @@ async def test_threads_hammering_post_interrupt_withdraw_deliver_every_item_exac
         finished = threading.Event()
 
         def producer() -> None:
-            r = random.Random(5)
-            for i in range(CYCLES):
-                roll = r.random()
-                if roll < 0.55:
-                    item: ChannelItem = UserMessage(f"m{i}")
-                    sent.append(item)
-                    ref.post(item)
-                elif roll < 0.8:
-                    item = Cancel("user_cancel")
-                    sent.append(item)
-                    ref.interrupt(item)
-                elif sent:
-                    target = r.choice(sent[-5:])
-                    if ref.withdraw(target.id):
-                        withdrawn.add(target.id)
-                spin(r.randrange(0, 300))
+            _post_interrupt_withdraw(ref, sent, withdrawn, random.Random(5))
             last = UserMessage("done")
             sent.append(last)
             # Finished first, then the last post: had the consumer taken "done" before it
@@ -293,6 +279,28 @@ async def test_a_stop_being_delivered_cannot_also_be_withdrawn() -> None:
 
 def _ids(items: list[ChannelItem]) -> list[str]:
     return [i.id for i in items]
+
+
+def _post_interrupt_withdraw(
+    ref: AgentRef, sent: list[ChannelItem], withdrawn: set[str], r: random.Random
+) -> None:
+    """The hammering thread: CYCLES random posts, interrupts and withdraws of a recent item,
+    with busy work of random length between them; ``sent`` and ``withdrawn`` record them."""
+    for i in range(CYCLES):
+        roll = r.random()
+        if roll < 0.55:
+            item: ChannelItem = UserMessage(f"m{i}")
+            sent.append(item)
+            ref.post(item)
+        elif roll < 0.8:
+            item = Cancel("user_cancel")
+            sent.append(item)
+            ref.interrupt(item)
+        elif sent:
+            target = r.choice(sent[-5:])
+            if ref.withdraw(target.id):
+                withdrawn.add(target.id)
+        spin(r.randrange(0, 300))
 
 
 class _PausingQueue(deque[ChannelItem]):
@@ -397,22 +405,7 @@ async def test_drains_inside_a_scope_under_a_thread_hammer_deliver_every_stop_on
         finished = threading.Event()
 
         def producer() -> None:
-            r = random.Random(11)
-            for i in range(CYCLES):
-                roll = r.random()
-                if roll < 0.5:
-                    item: ChannelItem = UserMessage(f"m{i}")
-                    sent.append(item)
-                    ref.post(item)
-                elif roll < 0.8:
-                    item = Cancel("user_cancel")
-                    sent.append(item)
-                    ref.interrupt(item)
-                elif sent:
-                    target = r.choice(sent[-5:])
-                    if ref.withdraw(target.id):
-                        withdrawn.add(target.id)
-                spin(r.randrange(0, 300))
+            _post_interrupt_withdraw(ref, sent, withdrawn, random.Random(11))
             finished.set()
 
         got: list[str] = []
