@@ -235,9 +235,10 @@ class AttachClient:
         the turn that led there, even when its stream is backed up)."""
         for wire_id, binding in list(self._bindings.items()):
             hub = self._hubs.get(wire_id)
-            if hub is not None:
-                hub.flush()
-            await binding.flush()
+            if hub is None:
+                await binding.flush()
+            else:
+                await hub.caught_up(binding)
 
     def _binding(self, session_id: str) -> Binding:
         binding = self._bindings.get(session_id)

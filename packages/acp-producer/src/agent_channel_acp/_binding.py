@@ -1,4 +1,4 @@
-"""One client session in attach mode: its role, its bounded outbox, its way to the wire.
+"""One client session, in either mode: its role, its bounded outbox, its way to the wire.
 
 A binding receives the hub's live stream in order. When the connection takes frames
 as fast as they come, each is written on the spot; otherwise they wait in an
@@ -7,7 +7,15 @@ works through. A client that falls more than ``backlog_limit`` bytes behind is
 dropped: what was waiting is shed, the binding leaves the hub, and the client is told
 why (a text chunk and ``_agent_channel/dropped``) once it reads again; ``session/load``
 reattaches it with a replay. So a slow client costs at most its backlog limit and
-never slows the agent or another client.
+never slows the agent or another client. (stdio's binding, in ``_stdio_stream``, sheds
+and keeps the client instead.)
+
+Ordering has one mechanism, the **mark**: :meth:`Binding.mark` runs a callback once
+everything queued before it was handed to the transport (an answer that must follow
+its updates, a barrier someone awaits, the end of a session). The owner flushes the
+hub's loop step first (``Hub.after``), so a mark also follows the items of that step.
+:meth:`Binding.hold_until` stops the stream until a request's task is done, i.e. its
+response is written (stdio: S2's ``session/new``, S16's prompts).
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, Protocol
 from uuid import uuid4
 
@@ -39,8 +47,6 @@ class Writer(Protocol):
 
     def write_bytes(self, data: bytes) -> None: ...
 
-    def write_soon(self, data: bytes) -> None: ...
-
     async def drain(self) -> None: ...
 
 
@@ -57,12 +63,16 @@ class Peer(Protocol):
 
     async def request_permission(
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
-    ) -> Any: ...
+    ) -> object: ...
 
 
-@dataclass(slots=True)
-class _Barrier:
-    done: asyncio.Future[None]
+class Mark:
+    """A callback in the outbox: it runs once every entry before it was handed over."""
+
+    __slots__ = ("run",)
+
+    def __init__(self, run: Callable[[], object]) -> None:
+        self.run = run
 
 
 class Binding:
@@ -78,8 +88,9 @@ class Binding:
         self.observe = False
         """Asked to observe only (or the execution cannot be driven)."""
         self.dropped = False
-        self._outbox: Outbox[Any] = Outbox(backlog_limit)
+        self._outbox: Outbox[Live | Mark] = Outbox(backlog_limit, self._on_shed)
         self._sheds = 0
+        self._holds = 0  # requests whose response must be written before anything more
         self._owed: set[str] = set()  # cards older than the bind and not in its replay
         self._sender: asyncio.Task[None] | None = None
         self._gone = asyncio.Event()
@@ -102,6 +113,9 @@ class Binding:
         self.dropped = False
         replayed = {u["toolCallId"] for u in replay if u["sessionUpdate"] == "tool_call"}
         self._owed = set(hub.card_seq).difference(replayed)
+        self._preamble(hub, replay, snapshot)
+
+    def _preamble(self, hub: Target, replay: list[dict[str, Any]], snapshot: Live) -> None:
         interactive = self.is_driver
         verb = "Bound to" if interactive else "Observing"
         note = "" if interactive else " (observe-only)"
@@ -111,13 +125,16 @@ class Binding:
             f"{META}interactive": interactive,
         }
         # The preamble is kept whatever the backlog (the client asked for it): it costs at
-        # most the ring's bytes (``_hub.REPLAY_BYTES``) on top of the backlog limit.
-        self.live(Live(None, confirm, keep=True))
+        # most the ring's bytes (``_ring.REPLAY_BYTES``) on top of the backlog limit.
         info = {"sessionUpdate": "session_info_update", "title": hub.title}
-        self.live(Live(None, info, keep=True))
-        for update in replay:
-            self.live(Live(None, update, keep=True))
-        self.live(Live(snapshot.method, snapshot.payload, keep=True))
+        items = [Live(None, confirm, keep=True), Live(None, info, keep=True)]
+        items.extend(Live(None, update, keep=True) for update in replay)
+        items.append(Live(snapshot.method, snapshot.payload, keep=True))
+        if self._clear():  # one write for the whole preamble
+            self._write(b"".join(self._frame(live) for live in items))
+            return
+        for live in items:
+            self.live(live)
 
     def leave(self) -> None:
         """The client went away or bound elsewhere (its handler unbinds it): an approval
@@ -165,13 +182,13 @@ class Binding:
 
     # -- one loop step of the hub's stream ---------------------------------------------
 
-    def in_sync(self, session_id: str, cards: set[str]) -> bool:
-        """Whether this session takes the step as the shared bytes: nothing of its own is
-        waiting, its wire id is the execution's, and it owes no minimal card for ``cards``."""
+    def in_sync(self, cards: set[str]) -> bool:
+        """Whether this session takes the step as one write: nothing of its own is waiting
+        or held, and it owes no minimal card for ``cards``."""
         return (
-            self.wire_id == session_id
-            and self._sender is None
+            self._sender is None
             and not self._outbox
+            and not self._holds
             and not (cards and self._owed and not self._owed.isdisjoint(cards))
             and self._writer.ready()
         )
@@ -212,13 +229,33 @@ class Binding:
     def notify(self, method: str, payload: dict[str, Any]) -> None:
         self.live(Live(method, payload))
 
+    def mark(self, run: Callable[[], object]) -> None:
+        """Run ``run`` once everything queued here so far was handed to the transport
+        (at once when nothing is queued or held). The one ordering mechanism (see the
+        module docstring)."""
+        if self._sender is None and not self._outbox and not self._holds:
+            _run(run, self.wire_id)
+            return
+        self._outbox.put(Mark(run), keep=True)
+        self._kick()
+
+    def hold_until(self, task: asyncio.Task[Any]) -> None:
+        """Write nothing more until ``task`` (a request's) is done: its response is out."""
+        if task.done():
+            return
+        self._holds += 1
+        task.add_done_callback(self._release)
+
+    def _release(self, task: asyncio.Task[Any]) -> None:
+        self._holds -= 1
+        self._kick()
+
     async def flush(self) -> None:
         """Wait until everything queued here so far was handed to the transport."""
         if not self._outbox and self._sender is None:
             return
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._outbox.put(_Barrier(done), keep=True)
-        self._kick()
+        self.mark(lambda: done.done() or done.set_result(None))
         await done
 
     async def ask_permission(
@@ -253,14 +290,23 @@ class Binding:
     # -- writing -------------------------------------------------------------------------
 
     def _clear(self) -> bool:
-        return self._sender is None and not self._outbox and self._writer.ready()
+        return (
+            self._sender is None and not self._outbox and not self._holds and self._writer.ready()
+        )
 
     def _queued(self) -> None:
         if self._outbox.sheds != self._sheds:  # it overflowed just now
             self._sheds = self._outbox.sheds
-            if not self.dropped:
-                self._drop()
+            self._overflowed()
         self._kick()
+
+    def _overflowed(self) -> None:
+        if not self.dropped:
+            self._drop()
+
+    def _on_shed(self, entry: Live | Mark) -> Live | Mark | None:
+        """What stays of an entry the outbox dropped (attach: nothing, the client goes)."""
+        return None
 
     def _drop(self) -> None:
         """Fell too far behind: shed, and say so once the client reads (the hub lets it go)."""
@@ -268,21 +314,24 @@ class Binding:
         log.warning("session %s: the client fell behind and was detached", self.wire_id)
 
     def _kick(self) -> None:
-        if self._sender is None and self._outbox:
+        if self._sender is None and self._outbox and not self._holds:
             self._sender = asyncio.get_running_loop().create_task(
-                self._send_loop(), name=f"acp-attach-send-{self.wire_id}"
+                self._send_loop(), name=f"acp-send-{self.wire_id}"
             )
 
     async def _send_loop(self) -> None:
         outbox, writer = self._outbox, self._writer
+        held = False
         try:
             while outbox:
+                if self._holds:
+                    held = True
+                    return
                 entry = outbox.popleft()
-                if isinstance(entry, _Barrier):
-                    if not entry.done.done():
-                        entry.done.set_result(None)
+                if type(entry) is Mark:
+                    _run(entry.run, self.wire_id)
                     continue
-                for frame in self._frames(entry):
+                for frame in self._frames(entry):  # pyright: ignore[reportArgumentType]
                     if self.peer.gone:
                         break
                     try:
@@ -292,29 +341,34 @@ class Binding:
                         break
         finally:
             self._sender = None
-            while outbox:  # the client is gone: release whoever waits on a barrier
-                entry = outbox.popleft()
-                if isinstance(entry, _Barrier) and not entry.done.done():
-                    entry.done.set_result(None)
+            if not held:  # stopped (the client is gone): release whoever waits on a mark
+                while outbox:
+                    entry = outbox.popleft()
+                    if type(entry) is Mark:
+                        _run(entry.run, self.wire_id)
 
     def _frames(self, entry: Live | Text | Shed) -> list[bytes]:
         if isinstance(entry, Text):
             return [self._frame_chunk(entry.message_id, entry.kind, entry.text)]
         if isinstance(entry, Shed):
-            reason = (
-                f"this client fell {_amount(entry.size)} behind the agent and was detached; "
-                "session/load reattaches it and replays the recent stream"
-            )
-            note = m.chunk_json("text", f"[agent-channel: {reason}]\n", _fresh("dropped"))
-            return [
-                self._frame(Live(None, note)),
-                self._frame(Live("_agent_channel/dropped", {"reason": reason})),
-            ]
+            return self._shed_frames(entry)
         return [self._frame(entry)]
+
+    def _shed_frames(self, entry: Shed) -> list[bytes]:
+        """What the client is told where its stream was shed (attach: it was dropped)."""
+        reason = (
+            f"this client fell {amount(entry.size)} behind the agent and was detached; "
+            "session/load reattaches it and replays the recent stream"
+        )
+        note = m.chunk_json("text", f"[agent-channel: {reason}]\n", _fresh("dropped"))
+        return [
+            self._frame(Live(None, note)),
+            self._frame(Live("_agent_channel/dropped", {"reason": reason})),
+        ]
 
     def _write(self, frame: bytes) -> None:
         with contextlib.suppress(ConnectionError):  # the connection's end detaches us
-            self._writer.write_soon(frame)
+            self._writer.write_bytes(frame)
 
     def _frame(self, live: Live) -> bytes:
         """``live`` as this session's frame: its payload is encoded once for all bindings."""
@@ -331,9 +385,16 @@ class Binding:
         return self._update_head + encode(m.chunk_json(kind, text, message_id)) + b"}}\n"
 
 
+def _run(run: Callable[[], object], wire_id: str) -> None:
+    try:
+        run()
+    except Exception:
+        log.exception("session %s: a mark failed; the stream goes on", wire_id)
+
+
 def _fresh(prefix: str) -> str:
     return f"{prefix}-{uuid4().hex[:12]}"
 
 
-def _amount(size: int) -> str:
+def amount(size: int) -> str:
     return f"{size / 1024 / 1024:.1f} MiB" if size >= 1024 * 1024 else f"{size // 1024} KiB"

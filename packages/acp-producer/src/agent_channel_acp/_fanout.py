@@ -3,7 +3,8 @@
 Exists so that what an event costs does not grow with the number of clients: the items
 of one loop step are handed over together at its end, and every session in step with
 the stream gets them as one write of bytes built once for all of them. A session that
-is not (it has a backlog, another wire id, or owes a card) takes them item by item.
+is not (it has a backlog or a hold, or owes a card) takes them item by item; one whose
+wire id is not the execution's (a picked session) gets its own bytes.
 It also knows who drives: approvals go to the last driver that prompted or bound (A20).
 """
 
@@ -78,7 +79,10 @@ class Fanout:
         cards = {i.card for i in step if type(i) is Live and i.card is not None}
         shared: bytes | None = None  # the same bytes for every session in step with the stream
         for sink in self.sinks:
-            if sink.in_sync(self._id, cards):
+            if sink.in_sync(cards):
+                if sink.wire_id != self._id:  # a picked session: its own session id
+                    sink.write_step(sink.encode(step))
+                    continue
                 if shared is None:
                     shared = sink.encode(step)
                 sink.write_step(shared)

@@ -78,9 +78,6 @@ class Hub:
         approve: bool = False,
         context_window: int | None = None,
         on_change: Callable[[], None] | None = None,
-        attach: bool = True,
-        echo: Callable[[ChatMessageUser], bool] | None = None,
-        observer: Callable[[ExecutionEvent], None] | None = None,
     ) -> None:
         self.id = execution_id
         self.ref = ref
@@ -90,11 +87,9 @@ class Hub:
         self._thread = threading.get_ident()
         self._context_window = context_window
         self._on_change = on_change
-        self._attach = attach
-        self._echo = echo
-        self._observer = observer
         self._ring = Ring(replay)
         self._fanout = Fanout(execution_id, self._changed)
+        self._emit = self._fanout.hand
         self._cards = ToolCards(self._ring, self._emit, approving=approve)
         self._queue = OperatorQueue(ref)
         self._shown: OrderedDict[str, None] = OrderedDict()
@@ -196,6 +191,18 @@ class Hub:
         """Hand the items of this loop step to the sessions now (see ``_fanout``)."""
         self._fanout.flush()
 
+    def after(self, sink: Sink, run: Callable[[], object]) -> None:
+        """Run ``run`` once everything handed to ``sink`` so far is written: this loop
+        step's items first, then a mark in its outbox (the one ordering mechanism: an
+        answer after its updates, a barrier)."""
+        self._fanout.flush()
+        sink.mark(run)
+
+    async def caught_up(self, sink: Sink) -> None:
+        """Wait until everything handed to ``sink`` so far is written."""
+        self._fanout.flush()
+        await sink.flush()
+
     # -- operator requests -------------------------------------------------------------
 
     def post(self, content: str | tuple[Content, ...], text: str, client: str) -> str:
@@ -267,11 +274,6 @@ class Hub:
             self._loop.call_soon_threadsafe(self._on_event, ev)
 
     def _on_event(self, ev: ExecutionEvent) -> None:
-        self._render(ev)
-        if self._observer is not None:
-            self._observer(ev)
-
-    def _render(self, ev: ExecutionEvent) -> None:
         if isinstance(ev, ModelDelta):
             mid = ev.message_id
             self._streamed_by = ev.call_id
@@ -308,12 +310,8 @@ class Hub:
 
     def _model_finished(self, ev: ModelCallFinished) -> None:
         msg = ev.message
-        if ev.cancelled and self._attach:  # A9: the client learns the model call is over
-            # the message this call streamed; none (the call's id) if it streamed nothing
-            streamed = self._streamed_by == ev.call_id and self._last_streamed
-            marker = m.chunk_json("text", "", streamed or ev.call_id)
-            marker["_meta"] = {f"{META}modelCall": {"id": ev.call_id, "status": "cancelled"}}
-            self._emit(Live(None, marker))
+        if ev.cancelled:
+            self._model_cancelled(ev)
         if msg is not None and msg.id not in self._shown:
             self._remember_shown(msg.id)
             self._whole(msg)
@@ -323,6 +321,14 @@ class Hub:
             update = {"sessionUpdate": "usage_update", "used": used, "size": self._context_window}
             self._emit(Live(None, update))
 
+    def _model_cancelled(self, ev: ModelCallFinished) -> None:
+        """A9: the client learns the model call is over."""
+        # the message this call streamed; none (the call's id) if it streamed nothing
+        streamed = self._streamed_by == ev.call_id and self._last_streamed
+        marker = m.chunk_json("text", "", streamed or ev.call_id)
+        marker["_meta"] = {f"{META}modelCall": {"id": ev.call_id, "status": "cancelled"}}
+        self._emit(Live(None, marker))
+
     def _appended(self, ev: MessageAppended) -> None:
         msg = ev.message
         history = self._history
@@ -330,28 +336,24 @@ class Hub:
             history.append(msg)
         elif ev.index < len(history):
             history[ev.index] = msg
-        if not self._attach:  # stdio: a user message the client did not send shows
-            if isinstance(msg, ChatMessageUser) and (self._echo is None or self._echo(msg)):
-                for chunk in m.user_chunks(msg):
-                    self._emit(Live(None, serialize_params(chunk), len(msg.text)))
-            elif isinstance(msg, ChatMessageAssistant) and msg.id not in self._shown:
-                self._remember_shown(msg.id)
-                self._whole(msg)
-            return
         if isinstance(msg, ChatMessageUser | ChatMessageSystem):
-            meta = {f"{META}role": msg.role}
-            if isinstance(msg, ChatMessageUser) and msg.source:
-                meta[f"{META}source"] = msg.source
-            for chunk in m.user_chunks(ChatMessageUser(id=msg.id, content=msg.content)):
-                update = serialize_params(chunk)
-                update["_meta"] = meta
-                self._ring.record(update)
-                self._emit(Live(None, update, len(msg.text)))
+            self._show_input(msg)
         elif isinstance(msg, ChatMessageAssistant) and msg.id not in self._shown:
             self._remember_shown(msg.id)
             self._whole(msg)
         elif isinstance(msg, ChatMessageTool):
             pass  # its result shows in its call's card
+
+    def _show_input(self, msg: ChatMessageUser | ChatMessageSystem) -> None:
+        """A user or system message, with its role and source (A6, A7), kept for replay."""
+        meta = {f"{META}role": msg.role}
+        if isinstance(msg, ChatMessageUser) and msg.source:
+            meta[f"{META}source"] = msg.source
+        for chunk in m.user_chunks(ChatMessageUser(id=msg.id, content=msg.content)):
+            update = serialize_params(chunk)
+            update["_meta"] = meta
+            self._ring.record(update)
+            self._emit(Live(None, update, len(msg.text)))
 
     def _whole(self, msg: ChatMessageAssistant) -> None:
         if isinstance(msg.content, str):
@@ -372,16 +374,13 @@ class Hub:
 
     def _turn(self, state: str) -> None:
         self.turn_state = state
-        if self._attach:
-            self._emit(self._turn_state_note())
-            self._changed()
+        self._emit(self._turn_state_note())
+        self._changed()
 
     def _turn_state_note(self) -> Live:
         return Live("_agent_channel/turn_state", {"state": self.turn_state})
 
     def _queue_changed(self) -> None:
-        if not self._attach:
-            return
         queue = self._queue.listing()
         self._emit(Live("_agent_channel/queue", {"messages": queue}, 64 * len(queue)))
         self._changed()
@@ -391,10 +390,6 @@ class Hub:
             return
         self.finished = ev
         self.parked = None
-        if not self._attach:
-            self._release()
-            self.ended.set()
-            return
         self._cards.close_unfinished("the execution ended")
         final = "cancelled" if ev.stop_reason == "cancelled" else self.turn_state
         if final in ("idle", "started"):
@@ -419,20 +414,7 @@ class Hub:
 
     def _chunk(self, message_id: str, kind: str, text: str) -> None:
         self._ring.chunk(message_id, kind, text)
-        self._hand(Chunk(message_id, kind, text))
-
-    def _emit(self, live: Live) -> None:
-        self._hand(live)
-
-    def _hand(self, item: Live | Chunk) -> None:
-        if self._attach:
-            self._fanout.hand(item)
-            return
-        for b in self._fanout.sinks:  # stdio: at once
-            if isinstance(item, Chunk):
-                b.chunk(item)  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
-            else:
-                b.live(item)  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
+        self._emit(Chunk(message_id, kind, text))
 
     def _changed(self) -> None:
         if self._on_change is not None:

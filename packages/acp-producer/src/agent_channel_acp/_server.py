@@ -22,15 +22,18 @@ from acp.schema import (
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
+    PermissionOption,
     PromptResponse,
+    ToolCallUpdate,
 )
 
 from . import _debug as debug
+from ._binding import Writer
 from ._execution import BACKLOG_LIMIT, Body, NotRunnable
 from ._finished import Forgotten
 from ._handler import initialize_response, not_found, prompt_content, shadowed_names
 from ._outbox import RUN_MAX
-from ._session import FrameWriter, Session
+from ._session import Session
 from ._transport import LineTransport
 
 log = logging.getLogger("agent_channel_acp")
@@ -70,14 +73,38 @@ class AcpServer:
         self._finished: OrderedDict[str, Session] = OrderedDict()  # kept for session/load
         self._forgotten = Forgotten()
         self._conn: AgentSideConnection | None = None
-        self._writer: FrameWriter | None = None
+        self._transport: LineTransport | None = None
 
     def on_connect(self, conn: AgentSideConnection) -> None:
         self._conn = conn
 
-    def use_writer(self, writer: FrameWriter) -> None:
+    def use_writer(self, writer: LineTransport) -> None:
         """The connection's transport: sessions write updates through it on the spot when idle."""
-        self._writer = writer
+        self._transport = writer
+
+    # -- the sessions' peer (each session's binding writes and asks through it) --------
+
+    name = "stdio"
+
+    @property
+    def writer(self) -> Writer:
+        if self._transport is None:
+            raise RuntimeError("serve an AcpServer with serve() or serve_stdio()")
+        return self._transport
+
+    @property
+    def gone(self) -> bool:
+        transport = self._transport
+        return transport is None or transport.gone
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
+    ) -> object:
+        if self._conn is None:
+            raise ConnectionError("no connection")
+        return await self._conn.request_permission(
+            session_id=session_id, tool_call=tool_call, options=options
+        )
 
     # -- ACP methods -------------------------------------------------------------------
 
@@ -99,7 +126,7 @@ class AcpServer:
     ) -> NewSessionResponse:
         if mcp_servers:
             log.info("ignoring %d MCP server(s): not supported", len(mcp_servers))
-        if self._conn is None or self._writer is None:
+        if self._conn is None or self._transport is None:
             raise RuntimeError("serve an AcpServer with serve() or serve_stdio()")
         try:
             body = self._factory(self._model)
@@ -110,9 +137,8 @@ class AcpServer:
             ) from e
         session = Session(
             uuid4().hex,
-            self._conn,
+            self,
             body,
-            self._writer,
             approve=self._approve,
             context_window=self._context_window,
             backlog_limit=self._backlog_limit,
@@ -127,7 +153,7 @@ class AcpServer:
             raise RequestError.internal_error(
                 {"reason": "the agent factory did not return a runnable body", "details": str(e)}
             ) from None
-        # Updates flow once the transport reports this response written (see serve()).
+        # Updates flow once this request's task is done: its response is written (S2).
         return NewSessionResponse(session_id=session.id)
 
     async def load_session(
@@ -188,14 +214,6 @@ class AcpServer:
             old, _ = self._finished.popitem(last=False)
             self._forgotten.add(old)
 
-    def session_announced(self, method: str, params: Any, response: dict[str, Any]) -> None:
-        """Transport hook: the ``session/new`` response is written; the session may speak."""
-        result = response.get("result")
-        if method == "session/new" and isinstance(result, dict):
-            session = self._sessions.get(str(result.get("sessionId")))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-            if session is not None:
-                session.open()
-
     def shadowed_names(self) -> dict[str, frozenset[str]]:
         return shadowed_names(self)
 
@@ -213,8 +231,6 @@ async def serve(
         reader,
         writer,
         shadowed=server.shadowed_names(),
-        watch=frozenset({"session/new"}),
-        on_response=server.session_announced,
     )
     server.use_writer(transport)
     # A plain class on purpose (see the module docstring), hence the cast.

@@ -9,7 +9,7 @@ updates' JSON already.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -92,8 +92,14 @@ class Sink(Protocol):
         """Bound: its preamble (A5), then every live item."""
         ...
 
-    def in_sync(self, session_id: str, cards: set[str]) -> bool:
-        """Whether it takes a loop step's items as the bytes shared by every session."""
+    @property
+    def wire_id(self) -> str:
+        """Its ACP session id (the execution's, unless it was picked: A3)."""
+        ...
+
+    def in_sync(self, cards: set[str]) -> bool:
+        """Whether it takes a loop step's items as one write (the bytes shared by every
+        session with the execution's id)."""
         ...
 
     def encode(self, step: list[Item]) -> bytes: ...
@@ -108,4 +114,12 @@ class Sink(Protocol):
         self, request: ToolCallUpdate, options: list[PermissionOption]
     ) -> object | None:
         """The client's outcome; None when it left before answering."""
+        ...
+
+    def mark(self, run: Callable[[], object]) -> None:
+        """Run ``run`` once everything handed to it so far is written (see ``_binding``)."""
+        ...
+
+    async def flush(self) -> None:
+        """Wait until everything handed to it so far is written."""
         ...

@@ -104,7 +104,6 @@ class LineTransport:
         self._closed = False
         self._gone = False
         self._transport = writer.transport
-        self._batch: list[bytes] = []  # write_soon's frames, out at the end of this loop step
 
     async def receive(self) -> dict[str, Any] | None:
         """The next well-formed JSON-RPC object, or None at end of stream."""
@@ -185,46 +184,16 @@ class LineTransport:
         self.write_bytes(encode(message) + b"\n")
 
     def write_bytes(self, data: bytes) -> None:
-        """Write one encoded frame (newline included) now, after anything ``write_soon`` holds."""
+        """Write encoded frames (newline included) now."""
         if self._closed or self._writer.transport.is_closing():
             self._lost()
             raise ConnectionError("the client is gone")
-        if self._batch:
-            self._flush_batch()
         self._writer.write(data)
-
-    def write_soon(self, data: bytes) -> None:
-        """Write one encoded frame at the end of this loop step, with the others written so.
-
-        The frames of an execution's burst, fanned out to many clients, then cost each
-        client one write call instead of one each. Order with every other write is kept:
-        any direct write sends the held frames first.
-        """
-        if self._closed or self._gone:
-            raise ConnectionError("the client is gone")
-        if not self._batch:
-            asyncio.get_running_loop().call_soon(self._flush_batch)
-        self._batch.append(data)
-
-    def _flush_batch(self) -> None:
-        batch = self._batch
-        if not batch:
-            return
-        data = b"".join(batch)
-        batch.clear()
-        if self._closed or self._writer.transport.is_closing():
-            self._lost()
-            return
-        try:
-            self._writer.write(data)
-        except (ConnectionError, OSError):
-            self._lost()
 
     async def close(self) -> None:
         if self._closed:
             return
         await self._settle(lambda method: True, CLOSE_GRACE)
-        self._flush_batch()
         self._closed = True
         await self._flush(CLOSE_GRACE)
         try:
@@ -314,7 +283,6 @@ class LineTransport:
         if self._closed or self._gone:
             return
         try:
-            self._flush_batch()
             self._writer.write(_error_frame(msg_id, code, text, data))
             await self._writer.drain()
         except ConnectionError:
