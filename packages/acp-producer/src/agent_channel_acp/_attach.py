@@ -22,7 +22,7 @@ from acp import Agent
 from acp.agent.connection import AgentSideConnection
 from agent_channel import AgentRef, open_channel
 
-from ._attach_client import WATCHED, AttachClient
+from ._attach_client import AttachClient
 from ._execution import BACKLOG_LIMIT, Body, NotRunnable
 from ._finished import Forgotten
 from ._handler import not_found, shadowed_names
@@ -171,8 +171,6 @@ class AttachServer:
             reader,
             writer,
             shadowed=shadowed_names(client),
-            watch=WATCHED,
-            on_response=client.answered,
         )
         client.transport = transport
         conn = AgentSideConnection(

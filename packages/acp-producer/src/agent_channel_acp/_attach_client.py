@@ -3,14 +3,15 @@
 Each client session is a :class:`~._binding.Binding`, bound to one execution's hub as a
 driver or an observer, or still choosing one (the picker, A3). Prompts are acknowledged
 at once and queued for the agent's next boundary (A7). A bind (``session/new``,
-``session/load`` or a pick) takes effect once its response is on the wire: the transport
-reports it, and the binding's preamble, replay and live stream start in that same step,
-so nothing is missed or sent twice (A5). A plain class, not ``acp.Agent``: unimplemented
-methods must answer -32601.
+``session/load`` or a pick) happens in its request, atomically with the hub (the
+preamble, the replay, then the live stream: nothing missed or sent twice, A5), and the
+binding holds all of it until the request's task is done, i.e. its response is on the
+wire. A plain class, not ``acp.Agent``: unimplemented methods must answer -32601.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Protocol
 from uuid import uuid4
@@ -47,9 +48,6 @@ from ._transport import LineTransport
 
 log = logging.getLogger("agent_channel_acp")
 
-WATCHED = frozenset({"session/new", "session/load", "session/prompt"})
-"""The requests whose response, once written, binds a session (see :meth:`answered`)."""
-
 
 class Registry(Protocol):
     """What a connection reads of the attach server."""
@@ -81,7 +79,6 @@ class AttachClient:
         self.name = f"client-{uuid4().hex[:8]}"
         self._bindings: dict[str, Binding] = {}
         self._hubs: dict[str, Hub] = {}  # wire id -> the hub its binding is bound to
-        self._opening: dict[str, tuple[Hub | None, bool, str]] = {}  # wire id -> bind on response
         self._closed = False
 
     # -- the binding's peer ------------------------------------------------------------
@@ -135,10 +132,10 @@ class AttachClient:
         drivable = [h for h in self._server.hubs() if h.running]
         if len(drivable) == 1:  # A3: bind at once
             hub = drivable[0]
-            self._opening[hub.id] = (hub, observe, "")
+            self._open(hub.id, hub, observe)
             return NewSessionResponse(session_id=hub.id)
         wire_id = f"pick-{uuid4().hex}"
-        self._opening[wire_id] = (None, observe, "")
+        self._open(wire_id, None, observe)
         return NewSessionResponse(session_id=wire_id)
 
     async def load_session(
@@ -150,7 +147,7 @@ class AttachClient:
         **kwargs: Any,
     ) -> LoadSessionResponse:
         hub = self._hubs.get(session_id) or self._server.hub(session_id)
-        self._opening[session_id] = (hub, _wants_observe(kwargs), "")
+        self._open(session_id, hub, _wants_observe(kwargs))
         return LoadSessionResponse()
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
@@ -256,21 +253,11 @@ class AttachClient:
                 hub.unbind(binding)
             binding.leave()
 
-    def answered(self, method: str, params: Any, response: dict[str, Any]) -> None:
-        """Transport hook: a watched request's response is on the wire; bind now (A5)."""
-        if "result" not in response:
+    def _open(self, wire_id: str, hub: Hub | None, observe: bool, note: str = "") -> None:
+        """Bind ``wire_id`` to ``hub`` (None: the picker's list), held until this request's
+        response is written (A5: the response first, then the preamble)."""
+        if self._closed or self.transport is None:
             return
-        if method == "session/new":
-            result = response["result"]
-            wire_id = result.get("sessionId") if isinstance(result, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        else:
-            wire_id = params.get("sessionId") if isinstance(params, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        if not isinstance(wire_id, str):
-            return
-        opening = self._opening.pop(wire_id, None)
-        if opening is None or self._closed or self.transport is None:
-            return
-        hub, observe, note = opening
         binding = self._bindings.get(wire_id)
         if binding is None:
             binding = Binding(wire_id, self, backlog_limit=self._server.backlog_limit)
@@ -280,10 +267,12 @@ class AttachClient:
             if old is not None:
                 old.unbind(binding)
             binding.rebind()
+        task = asyncio.current_task()
+        if task is not None:
+            binding.hold_until(task)
         binding.observe = observe or (hub is not None and not hub.running)
         if hub is None:
-            targets = self._targets()
-            binding.live(Live(None, picker.listing(targets, note)))
+            binding.live(Live(None, picker.listing(self._targets(), note)))
         else:
             self._hubs[wire_id] = hub
             hub.bind(binding, driver=not binding.observe)
@@ -295,10 +284,9 @@ class AttachClient:
     def _pick(self, binding: Binding, text: str) -> None:
         hub = picker.pick(self._targets(), text)
         if hub is None:
-            note = f"Not a choice: {text!r}.\n"
-            self._opening[binding.wire_id] = (None, binding.observe, note)
+            self._open(binding.wire_id, None, binding.observe, f"Not a choice: {text!r}.\n")
             return
-        self._opening[binding.wire_id] = (hub, binding.observe, "")
+        self._open(binding.wire_id, hub, binding.observe)
 
 
 def _wants_observe(kwargs: dict[str, Any]) -> bool:

@@ -37,6 +37,8 @@ from ._transport import encode
 
 log = logging.getLogger("agent_channel_acp")
 
+_WRITE_MAX = 64 * 1024  # bytes the sender joins into one write
+
 _UPDATE_HEAD = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
 
 
@@ -331,14 +333,20 @@ class Binding:
                 if type(entry) is Mark:
                     _run(entry.run, self.wire_id)
                     continue
-                for frame in self._frames(entry):  # pyright: ignore[reportArgumentType]
-                    if self.peer.gone:
-                        break
-                    try:
-                        writer.write_bytes(frame)
-                        await writer.drain()
-                    except ConnectionError:
-                        break
+                # this entry's frames and the next ones' (up to a mark), in one write
+                frames = self._frames(entry)  # pyright: ignore[reportArgumentType]
+                size = sum(map(len, frames))
+                while size < _WRITE_MAX and outbox and type(outbox.peek()) is not Mark:
+                    more = self._frames(outbox.popleft())  # pyright: ignore[reportArgumentType]
+                    frames.extend(more)
+                    size += sum(map(len, more))
+                if self.peer.gone:
+                    continue
+                try:
+                    writer.write_bytes(b"".join(frames))
+                    await writer.drain()
+                except ConnectionError:
+                    continue
         finally:
             self._sender = None
             if not held:  # stopped (the client is gone): release whoever waits on a mark

@@ -121,6 +121,10 @@ class Outbox(Generic[T]):
         if not keep:
             self._grow(cost)
 
+    def peek(self) -> T | Text | Shed:
+        """The first entry, left in place."""
+        return self._slots[0].entry
+
     def popleft(self) -> T | Text | Shed:
         slot = self._slots.popleft()
         if not slot.keep:

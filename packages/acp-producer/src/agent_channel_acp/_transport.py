@@ -17,9 +17,7 @@ Bounds and edges, all handled here so the SDK never logs a traceback for them:
   when its first bytes name one), and the next line is served.
 - Each request reaches the SDK under an id of ours, unique on the connection, and its
   response goes out under the client's id again: two requests in flight with the same
-  id (two ``"id": null``, a client that reuses ids) are still answered once each, and
-  the hooks that watch responses (a session may speak once its ``session/new`` answer
-  is out) find the right request.
+  id (two ``"id": null``, a client that reuses ids) are still answered once each.
 - At most :data:`MAX_IN_FLIGHT` requests of one connection wait for their answer (a stdio
   prompt waits for its turn); the next one is answered -32603 at once, with
   ``data.reason`` naming the limit, and never reaches the SDK.
@@ -46,10 +44,6 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 log = logging.getLogger("agent_channel_acp")
-
-ResponseHook = Callable[[str, Any, dict[str, Any]], None]
-"""Called with (method, the request's params, response) after the response to a watched
-request was written."""
 
 MAX_FRAME = 8 << 20
 """Longest incoming frame in bytes (8 MiB), newline excluded."""
@@ -87,16 +81,11 @@ class LineTransport:
         writer: asyncio.StreamWriter,
         *,
         shadowed: Mapping[str, frozenset[str]] | None = None,
-        watch: frozenset[str] = frozenset(),
-        on_response: ResponseHook | None = None,
         notifications: frozenset[str] = NOTIFICATIONS,
     ) -> None:
         self._reader = reader
         self._writer = writer
         self._shadowed = dict(shadowed or {})
-        self._watch_methods = watch
-        self._watched: dict[int, tuple[str, Any]] = {}  # by our request id
-        self._on_response = on_response
         self._notifications = notifications
         self._unanswered: dict[int, tuple[object, str]] = {}  # our id -> the client's, method
         self._next_id = 0
@@ -142,10 +131,8 @@ class LineTransport:
         """
         is_response = "method" not in message and ("result" in message or "error" in message)
         ours = message.get("id")
-        watched = None
         if is_response and isinstance(ours, int) and ours in self._unanswered:
             message = {**message, "id": self._unanswered.pop(ours)[0]}
-            watched = self._watched.pop(ours, None)
             self._answered.set()
         try:
             self.write_frame(message)
@@ -154,9 +141,6 @@ class LineTransport:
             self._lost()
             if not is_response:
                 raise
-            return
-        if watched is not None and self._on_response is not None:
-            self._on_response(watched[0], watched[1], message)
 
     @property
     def gone(self) -> bool:
@@ -243,8 +227,6 @@ class LineTransport:
             self._next_id += 1
             ours = self._next_id
             self._unanswered[ours] = (msg_id, method)
-            if method in self._watch_methods:
-                self._watched[ours] = (method, params)
             message = {**message, "id": ours}
         return message
 
