@@ -27,7 +27,7 @@ from ._execution import BACKLOG_LIMIT, Body, NotRunnable
 from ._finished import Forgotten
 from ._handler import not_found, shadowed_names
 from ._hub import Hub
-from ._outbox import RUN_MAX
+from ._outbox import check_limit
 from ._transport import LineTransport
 
 log = logging.getLogger("agent_channel_acp")
@@ -51,13 +51,11 @@ class AttachServer:
         backlog_limit: int = BACKLOG_LIMIT,
         context_window: int | None = None,
     ) -> None:
-        if backlog_limit < RUN_MAX:
-            raise ValueError(f"backlog_limit must be at least {RUN_MAX} bytes, not {backlog_limit}")
+        self.backlog_limit = check_limit(backlog_limit)
         if replay < 0:
             raise ValueError(f"replay must be 0 or more, not {replay}")
         self._replay = replay
         self._approve = approve
-        self.backlog_limit = backlog_limit
         self._context_window = context_window
         self._hubs: dict[str, Hub] = {}
         self._forgotten = Forgotten()

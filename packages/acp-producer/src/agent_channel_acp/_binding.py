@@ -199,7 +199,7 @@ class Binding:
         """The step's frames for this session (the same for every session of this id)."""
         out: list[bytes] = []
         for item in step:
-            if type(item) is Chunk:
+            if isinstance(item, Chunk):
                 update = item.encoded
                 if update is None:
                     update = item.encoded = encode(
@@ -207,7 +207,7 @@ class Binding:
                     )
                 out.append(self._update_head + update + b"}}\n")
             else:
-                out.append(self._frame(item))  # pyright: ignore[reportArgumentType]
+                out.append(self._frame(item))
         return b"".join(out)
 
     def write_step(self, data: bytes) -> None:
@@ -219,10 +219,10 @@ class Binding:
         for item in step:
             if self.hub is None or self.dropped:
                 return  # dropped within the step: the rest is not for it
-            if type(item) is Chunk:
-                self.chunk(item)  # pyright: ignore[reportArgumentType]
+            if isinstance(item, Chunk):
+                self.chunk(item)
             else:
-                self.live(item)  # pyright: ignore[reportArgumentType]
+                self.live(item)
 
     def say(self, text: str) -> None:
         """A line of our own (the picker) on this session's stream."""
@@ -330,14 +330,18 @@ class Binding:
                     held = True
                     return
                 entry = outbox.popleft()
-                if type(entry) is Mark:
+                if isinstance(entry, Mark):
                     _run(entry.run, self.wire_id)
                     continue
                 # this entry's frames and the next ones' (up to a mark), in one write
-                frames = self._frames(entry)  # pyright: ignore[reportArgumentType]
+                frames = self._frames(entry)
                 size = sum(map(len, frames))
-                while size < _WRITE_MAX and outbox and type(outbox.peek()) is not Mark:
-                    more = self._frames(outbox.popleft())  # pyright: ignore[reportArgumentType]
+                while size < _WRITE_MAX and outbox:
+                    entry = outbox.peek()
+                    if isinstance(entry, Mark):
+                        break
+                    outbox.popleft()
+                    more = self._frames(entry)
                     frames.extend(more)
                     size += sum(map(len, more))
                 if self.peer.gone:

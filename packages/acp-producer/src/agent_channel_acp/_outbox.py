@@ -31,6 +31,14 @@ ENTRY_COST = 256
 _JOIN_EVERY = 64
 
 
+def check_limit(limit: int) -> int:
+    """``limit`` if an outbox can hold one run of text within it; ValueError otherwise (the
+    servers call it where they are made, not at every session)."""
+    if limit < RUN_MAX:
+        raise ValueError(f"backlog_limit must be at least {RUN_MAX} bytes, not {limit}")
+    return limit
+
+
 class Text:
     """A run of one message's text of one kind, merged while it waited."""
 
@@ -79,9 +87,7 @@ class Outbox(Generic[T]):
     __slots__ = ("_on_shed", "_slots", "limit", "sheds", "size")
 
     def __init__(self, limit: int, on_shed: Callable[[T], T | None] | None = None) -> None:
-        if limit < RUN_MAX:
-            raise ValueError(f"the backlog limit must be at least {RUN_MAX} bytes, not {limit}")
-        self.limit = limit
+        self.limit = check_limit(limit)
         self.size = 0
         """Sheddable bytes queued now (what ``limit`` bounds)."""
         self.sheds = 0
@@ -152,8 +158,8 @@ class Outbox(Generic[T]):
                 kept.append(_Slot(marker, ENTRY_COST, True))
             marker.entries += 1
             marker.size += slot.cost
-            if self._on_shed is not None and type(entry) is not Text:
-                small = self._on_shed(entry)  # pyright: ignore[reportArgumentType]
+            if self._on_shed is not None and not isinstance(entry, Text | Shed):
+                small = self._on_shed(entry)
                 if small is not None:
                     kept.append(_Slot(small, ENTRY_COST, True))
         self._slots = kept

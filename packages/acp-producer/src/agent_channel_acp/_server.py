@@ -32,7 +32,7 @@ from ._binding import Writer
 from ._execution import BACKLOG_LIMIT, Body, NotRunnable
 from ._finished import Forgotten
 from ._handler import initialize_response, not_found, prompt_content, shadowed_names
-from ._outbox import RUN_MAX
+from ._outbox import check_limit
 from ._session import Session
 from ._transport import LineTransport
 
@@ -66,9 +66,7 @@ class AcpServer:
         self._model = model
         self._approve = approve
         self._context_window = context_window
-        if backlog_limit < RUN_MAX:  # refuse it here, not at every session/new
-            raise ValueError(f"backlog_limit must be at least {RUN_MAX} bytes, not {backlog_limit}")
-        self._backlog_limit = backlog_limit
+        self._backlog_limit = check_limit(backlog_limit)
         self._sessions: dict[str, Session] = {}  # running
         self._finished: OrderedDict[str, Session] = OrderedDict()  # kept for session/load
         self._forgotten = Forgotten()
