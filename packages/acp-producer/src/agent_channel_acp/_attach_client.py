@@ -3,10 +3,10 @@
 Each client session is a :class:`~._binding.Binding`, bound to one execution's hub as a
 driver or an observer, or still choosing one (the picker, A3). Prompts are acknowledged
 at once and queued for the agent's next boundary (A7). A bind (``session/new``,
-``session/load`` or a pick) happens in its request, atomically with the hub (the
-preamble, the replay, then the live stream: nothing missed or sent twice, A5), and the
-binding holds all of it until the request's task is done, i.e. its response is on the
-wire. A plain class, not ``acp.Agent``: unimplemented methods must answer -32601.
+``session/load`` or a pick) happens once its request's task is done, i.e. its response
+is on the wire (the SDK writes it in that task), atomically with the hub: the preamble,
+the replay, then the live stream, nothing missed or sent twice (A5). A plain class, not
+``acp.Agent``: unimplemented methods must answer -32601.
 """
 
 from __future__ import annotations
@@ -254,8 +254,21 @@ class AttachClient:
             binding.leave()
 
     def _open(self, wire_id: str, hub: Hub | None, observe: bool, note: str = "") -> None:
-        """Bind ``wire_id`` to ``hub`` (None: the picker's list), held until this request's
-        response is written (A5: the response first, then the preamble)."""
+        """Bind ``wire_id`` to ``hub`` (None: the picker's list) once this request's task is
+        done, i.e. its response is on the wire (A5: the response first, then the preamble,
+        the replay and the live stream, all taken then)."""
+        task = asyncio.current_task()
+        if task is None:
+            self._bind(wire_id, hub, observe, note)
+            return
+
+        def bind(done: asyncio.Task[object]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                self._bind(wire_id, hub, observe, note)
+
+        task.add_done_callback(bind)
+
+    def _bind(self, wire_id: str, hub: Hub | None, observe: bool, note: str) -> None:
         if self._closed or self.transport is None:
             return
         binding = self._bindings.get(wire_id)
@@ -267,9 +280,6 @@ class AttachClient:
             if old is not None:
                 old.unbind(binding)
             binding.rebind()
-        task = asyncio.current_task()
-        if task is not None:
-            binding.hold_until(task)
         binding.observe = observe or (hub is not None and not hub.running)
         if hub is None:
             binding.live(Live(None, picker.listing(self._targets(), note)))

@@ -68,6 +68,15 @@ class Peer(Protocol):
     ) -> object: ...
 
 
+class Frames:
+    """Frames already encoded (a bind's preamble), queued as one entry."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
 class Mark:
     """A callback in the outbox: it runs once every entry before it was handed over."""
 
@@ -90,7 +99,7 @@ class Binding:
         self.observe = False
         """Asked to observe only (or the execution cannot be driven)."""
         self.dropped = False
-        self._outbox: Outbox[Live | Mark] = Outbox(backlog_limit, self._on_shed)
+        self._outbox: Outbox[Live | Mark | Frames] = Outbox(backlog_limit, self._on_shed)
         self._sheds = 0
         self._holds = 0  # requests whose response must be written before anything more
         self._owed: set[str] = set()  # cards older than the bind and not in its replay
@@ -132,11 +141,12 @@ class Binding:
         items = [Live(None, confirm, keep=True), Live(None, info, keep=True)]
         items.extend(Live(None, update, keep=True) for update in replay)
         items.append(Live(snapshot.method, snapshot.payload, keep=True))
-        if self._clear():  # one write for the whole preamble
-            self._write(b"".join(self._frame(live) for live in items))
+        data = b"".join(self._frame(live) for live in items)  # encoded once, one write
+        if self._clear():
+            self._write(data)
             return
-        for live in items:
-            self.live(live)
+        self._outbox.put(Frames(data), keep=True)
+        self._queued()
 
     def leave(self) -> None:
         """The client went away or bound elsewhere (its handler unbinds it): an approval
@@ -306,7 +316,7 @@ class Binding:
         if not self.dropped:
             self._drop()
 
-    def _on_shed(self, entry: Live | Mark) -> Live | Mark | None:
+    def _on_shed(self, entry: Live | Mark | Frames) -> Live | Mark | Frames | None:
         """What stays of an entry the outbox dropped (attach: nothing, the client goes)."""
         return None
 
@@ -316,10 +326,38 @@ class Binding:
         log.warning("session %s: the client fell behind and was detached", self.wire_id)
 
     def _kick(self) -> None:
-        if self._sender is None and self._outbox and not self._holds:
+        """Work through the outbox: on the spot while the pipe takes it, then in a task."""
+        if self._sender is not None or self._holds or not self._outbox:
+            return
+        outbox = self._outbox
+        while outbox and not self._holds and self._sender is None and self._writer.ready():
+            data = self._next_write()  # a mark it runs may write or kick again: in order
+            if data:
+                self._write(data)
+        if outbox and not self._holds and self._sender is None:
             self._sender = asyncio.get_running_loop().create_task(
                 self._send_loop(), name=f"acp-send-{self.wire_id}"
             )
+
+    def _next_write(self) -> bytes:
+        """The next entries' frames, joined (up to a mark, which runs, and at most about
+        :data:`_WRITE_MAX` bytes)."""
+        outbox = self._outbox
+        frames: list[bytes] = []
+        size = 0
+        while outbox and size < _WRITE_MAX:
+            entry = outbox.peek()
+            if isinstance(entry, Mark):
+                if frames:
+                    break
+                outbox.popleft()
+                _run(entry.run, self.wire_id)
+                return b""
+            outbox.popleft()
+            more = self._frames(entry)
+            frames.extend(more)
+            size += sum(map(len, more))
+        return b"".join(frames)
 
     async def _send_loop(self) -> None:
         outbox, writer = self._outbox, self._writer
@@ -329,25 +367,11 @@ class Binding:
                 if self._holds:
                     held = True
                     return
-                entry = outbox.popleft()
-                if isinstance(entry, Mark):
-                    _run(entry.run, self.wire_id)
-                    continue
-                # this entry's frames and the next ones' (up to a mark), in one write
-                frames = self._frames(entry)
-                size = sum(map(len, frames))
-                while size < _WRITE_MAX and outbox:
-                    entry = outbox.peek()
-                    if isinstance(entry, Mark):
-                        break
-                    outbox.popleft()
-                    more = self._frames(entry)
-                    frames.extend(more)
-                    size += sum(map(len, more))
-                if self.peer.gone:
+                data = self._next_write()
+                if not data or self.peer.gone:
                     continue
                 try:
-                    writer.write_bytes(b"".join(frames))
+                    writer.write_bytes(data)
                     await writer.drain()
                 except ConnectionError:
                     continue
@@ -356,10 +380,12 @@ class Binding:
             if not held:  # stopped (the client is gone): release whoever waits on a mark
                 while outbox:
                     entry = outbox.popleft()
-                    if type(entry) is Mark:
+                    if isinstance(entry, Mark):
                         _run(entry.run, self.wire_id)
 
-    def _frames(self, entry: Live | Text | Shed) -> list[bytes]:
+    def _frames(self, entry: Live | Frames | Text | Shed) -> list[bytes]:
+        if isinstance(entry, Frames):
+            return [entry.data]
         if isinstance(entry, Text):
             return [self._frame_chunk(entry.message_id, entry.kind, entry.text)]
         if isinstance(entry, Shed):

@@ -34,7 +34,7 @@ from agent_channel import (
 )
 
 from . import _mapping as m
-from ._binding import Binding, Mark, amount
+from ._binding import Binding, Frames, Mark, amount
 from ._hub import Hub
 from ._outbox import Shed
 from ._stream import Live, Target
@@ -138,7 +138,7 @@ class StdioBinding(Binding):
     def _overflowed(self) -> None:
         pass  # shed, and keep the client (S14)
 
-    def _on_shed(self, entry: Live | Mark) -> Live | Mark | None:
+    def _on_shed(self, entry: Live | Mark | Frames) -> Live | Mark | Frames | None:
         """What stays of a dropped entry: the final state of a card the client has; a
         dropped card is owed (its next update brings a minimal one first)."""
         if type(entry) is not Live or entry.method is not None:
