@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 from uuid import uuid4
 
@@ -224,7 +224,7 @@ class Binding:
         with contextlib.suppress(ConnectionError):  # the connection's end detaches us
             self._writer.write_bytes(data)
 
-    def take(self, step: list[Item]) -> None:
+    def take(self, step: Sequence[Item]) -> None:
         """The step item by item (queued, merged or shed as this session needs)."""
         for item in step:
             if self.hub is None or self.dropped:

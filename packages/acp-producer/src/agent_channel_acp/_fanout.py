@@ -90,3 +90,15 @@ class Fanout:
                 sink.take(step)
                 if sink.dropped:
                     self.remove(sink)
+
+
+class Direct(Fanout):
+    """Each item handed over at once (stdio: one session, whose pipe is checked before each
+    frame; a client reads the turn's updates while the agent goes on, instead of all at the
+    end of the loop step)."""
+
+    __slots__ = ()
+
+    def hand(self, item: Item) -> None:
+        for sink in self.sinks:
+            sink.take((item,))

@@ -68,6 +68,9 @@ Status = str  # "running" | "waiting for operator" | "finished" | "failed"
 class Hub:
     """One top-level execution, served to any number of sessions (see the module)."""
 
+    fanout: type[Fanout] = Fanout
+    """How items reach the sessions: per loop step (stdio's hub hands them over at once)."""
+
     def __init__(
         self,
         execution_id: str,
@@ -88,7 +91,7 @@ class Hub:
         self._context_window = context_window
         self._on_change = on_change
         self._ring = Ring(replay)
-        self._fanout = Fanout(execution_id, self._changed)
+        self._fanout = self.fanout(execution_id, self._changed)
         self._emit = self._fanout.hand
         self._cards = ToolCards(self._ring, self._emit, approving=approve)
         self._queue = OperatorQueue(ref)

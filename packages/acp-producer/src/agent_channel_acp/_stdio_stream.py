@@ -4,13 +4,14 @@ Exists so the stream has one implementation: stdio's session is one :class:`~._h
 and one :class:`~._binding.Binding`, like an attach client's, and the differences are
 two subclasses chosen at construction instead of ``if`` branches in the shared code:
 
-- the hub shows a user message only when the client did not send it itself, no system
+- the hub hands each item over at once (one session: no loop step to share), shows a
+  user message only when the client did not send it itself, no system
   messages, and none of attach mode's extension notifications (turn state, queue, the
   cancelled model call's marker, ``session_ended``); its replay ring keeps nothing
   (``session/load`` replays the conversation, S13); each event then goes to the
   session's prompt bookkeeping, after its updates were handed over;
-- the binding has no bind preamble, takes each loop step item by item (the pipe checked
-  before each frame), and a client that falls behind is not dropped: what waits is shed
+- the binding has no bind preamble, takes items one by one (the pipe checked before each
+  frame), and a client that falls behind is not dropped: what waits is shed
   with a notice, a finished card keeps its final state, and a card shed before its
   update is sent again in small (S14).
 """
@@ -35,6 +36,7 @@ from agent_channel import (
 
 from . import _mapping as m
 from ._binding import Binding, Frames, Mark, amount
+from ._fanout import Direct
 from ._hub import Hub
 from ._outbox import Shed
 from ._stream import Live, Target
@@ -58,6 +60,8 @@ class Prompts(Protocol):
 
 class StdioHub(Hub):
     """The hub of one stdio session (see the module docstring)."""
+
+    fanout = Direct
 
     def __init__(
         self,
@@ -106,12 +110,6 @@ class StdioBinding(Binding):
     @property
     def alive(self) -> bool:
         return True  # the one driver: a request that fails is a rejection (S10)
-
-    def in_sync(self, cards: set[str]) -> bool:
-        """Never: a step is taken item by item, the pipe checked before each frame, so text
-        that waits for a client that stopped reading merges in the outbox (S14) however
-        much one loop step streams. (Shared bytes buy nothing for one session.)"""
-        return False
 
     def _preamble(self, hub: Target, replay: list[dict[str, Any]], snapshot: Live) -> None:
         pass  # the client started the execution itself

@@ -9,7 +9,7 @@ updates' JSON already.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -106,7 +106,7 @@ class Sink(Protocol):
 
     def write_step(self, data: bytes) -> None: ...
 
-    def take(self, step: list[Item]) -> None:
+    def take(self, step: Sequence[Item]) -> None:
         """The step item by item (queued, merged or shed as this session needs)."""
         ...
 
