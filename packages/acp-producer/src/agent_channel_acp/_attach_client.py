@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any, Protocol
 from uuid import uuid4
 
@@ -32,10 +33,12 @@ from acp.schema import (
 from agent_channel import ChannelClosed, ChannelFull
 
 from . import _debug as debug
+from . import _mapping as m
 from . import _picker as picker
 from ._attach_requests import REQUESTS
 from ._binding import Binding
 from ._handler import (
+    McpServer,
     initialize_response,
     not_attachable,
     not_found,
@@ -115,7 +118,7 @@ class AttachClient:
         protocol_version: int,
         client_capabilities: ClientCapabilities | None = None,
         client_info: Implementation | None = None,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> InitializeResponse:
         if client_info is not None and client_info.name:
             self.name = f"{client_info.name}-{self.name.removeprefix('client-')}"
@@ -124,9 +127,9 @@ class AttachClient:
     async def new_session(
         self,
         cwd: str,
-        mcp_servers: list[Any] | None = None,
+        mcp_servers: list[McpServer] | None = None,
         additional_directories: list[str] | None = None,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> NewSessionResponse:
         observe = _wants_observe(kwargs)
         drivable = [h for h in self._server.hubs() if h.running]
@@ -142,15 +145,17 @@ class AttachClient:
         self,
         cwd: str,
         session_id: str,
-        mcp_servers: list[Any] | None = None,
+        mcp_servers: list[McpServer] | None = None,
         additional_directories: list[str] | None = None,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> LoadSessionResponse:
         hub = self._hubs.get(session_id) or self._server.hub(session_id)
         self._open(session_id, hub, _wants_observe(kwargs))
         return LoadSessionResponse()
 
-    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+    async def prompt(
+        self, session_id: str, prompt: list[m.PromptBlock], **kwargs: object
+    ) -> PromptResponse:
         binding = self._binding(session_id)
         content = prompt_content(prompt)
         text = (
@@ -179,7 +184,7 @@ class AttachClient:
         # A7: the agent reads it at its boundary; the id is the one the queue lists (A25)
         return PromptResponse(stop_reason="end_turn", field_meta={f"{META}messageId": message_id})
 
-    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+    async def cancel(self, session_id: str, **kwargs: object) -> None:
         binding = self._bindings.get(session_id)
         hub = self._hubs.get(session_id)
         if binding is None or hub is None:
@@ -190,7 +195,7 @@ class AttachClient:
             return
         hub.interrupt()
 
-    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+    async def close_session(self, session_id: str, **kwargs: object) -> CloseSessionResponse:
         self._binding(session_id)
         self._leave(session_id)
         return CloseSessionResponse()
@@ -299,5 +304,5 @@ class AttachClient:
         self._open(binding.wire_id, hub, binding.observe)
 
 
-def _wants_observe(kwargs: dict[str, Any]) -> bool:
+def _wants_observe(kwargs: Mapping[str, object]) -> bool:
     return kwargs.get(f"{META}observe") is True

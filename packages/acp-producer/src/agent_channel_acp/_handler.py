@@ -12,17 +12,24 @@ from collections.abc import Sequence
 
 from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import (
+    AcpMcpServer,
     AgentCapabilities,
+    HttpMcpServer,
     Implementation,
     InitializeResponse,
+    McpServerStdio,
     PromptCapabilities,
     SessionCapabilities,
     SessionCloseCapabilities,
+    SseMcpServer,
 )
 from agent_channel import ChannelFull, Content
 
 from . import _mapping as m
 from ._version import __version__
+
+McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
+"""An MCP server a client offers in ``session/new`` / ``session/load`` (we use none)."""
 
 METHODS = {
     "initialize": "initialize",

@@ -28,10 +28,11 @@ from acp.schema import (
 )
 
 from . import _debug as debug
+from . import _mapping as m
 from ._binding import Writer
 from ._execution import BACKLOG_LIMIT, Body, NotRunnable
 from ._finished import Forgotten
-from ._handler import initialize_response, not_found, prompt_content, shadowed_names
+from ._handler import McpServer, initialize_response, not_found, prompt_content, shadowed_names
 from ._outbox import check_limit
 from ._session import Session
 from ._transport import LineTransport
@@ -111,16 +112,16 @@ class AcpServer:
         protocol_version: int,
         client_capabilities: ClientCapabilities | None = None,
         client_info: Implementation | None = None,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> InitializeResponse:
         return initialize_response(protocol_version)
 
     async def new_session(
         self,
         cwd: str,
-        mcp_servers: list[Any] | None = None,
+        mcp_servers: list[McpServer] | None = None,
         additional_directories: list[str] | None = None,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> NewSessionResponse:
         if mcp_servers:
             log.info("ignoring %d MCP server(s): not supported", len(mcp_servers))
@@ -158,26 +159,28 @@ class AcpServer:
         self,
         cwd: str,
         session_id: str,
-        mcp_servers: list[Any] | None = None,
+        mcp_servers: list[McpServer] | None = None,
         additional_directories: list[str] | None = None,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> LoadSessionResponse:
         session = self._session(session_id)
         await session.replay()
         return LoadSessionResponse()
 
-    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+    async def prompt(
+        self, session_id: str, prompt: list[m.PromptBlock], **kwargs: object
+    ) -> PromptResponse:
         session = self._session(session_id)
         return await session.prompt(prompt_content(prompt))
 
-    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+    async def cancel(self, session_id: str, **kwargs: object) -> None:
         session = self._sessions.get(session_id) or self._finished.get(session_id)
         if session is None:
             log.warning("cancel for unknown session %r ignored", session_id)
             return
         session.cancel()
 
-    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+    async def close_session(self, session_id: str, **kwargs: object) -> CloseSessionResponse:
         session = self._session(session_id)
         self._sessions.pop(session_id, None)
         self._finished.pop(session_id, None)
