@@ -268,7 +268,7 @@ def test_an_interrupt_before_any_text_marks_nothing(tmp_path: Path, rt: Path) ->
             assert term.exit_status() == 0
 
 
-def test_a_failed_execution_says_failed_and_the_console_exits_non_zero(
+def test_a24_a_failed_execution_says_failed_and_the_console_exits_non_zero(
     tmp_path: Path, rt: Path
 ) -> None:
     """Issue 16 §2: a model that raises ends the execution with an error: the console says

@@ -60,7 +60,7 @@ def running_calls(rt: Path, target: str) -> list[str]:
 # -- cancel ---------------------------------------------------------------------------------
 
 
-def test_cancel_with_no_turn_running_says_nothing_was_running(rt: Path) -> None:
+def test_a26_cancel_with_no_turn_running_says_nothing_was_running(rt: Path) -> None:
     with serving(rt, *AGENT) as served:
         (target,) = served.ids()
         wait_for(lambda: execution(rt, target)["status"] == "waiting for operator", "parked")
@@ -74,7 +74,7 @@ def test_cancel_with_no_turn_running_says_nothing_was_running(rt: Path) -> None:
         assert execution(rt, target)["turnState"] != "cancelled"  # A12: nothing happened
 
 
-def test_cancel_of_a_running_turn_says_it_cancelled_it(rt: Path) -> None:
+def test_a26_cancel_of_a_running_turn_says_it_cancelled_it(rt: Path) -> None:
     with serving(rt, *AGENT, "--input", "block it") as served:
         (target,) = served.ids()
         wait_for(lambda: running_calls(rt, target), "the blocking tool call")
@@ -88,7 +88,7 @@ def test_cancel_of_a_running_turn_says_it_cancelled_it(rt: Path) -> None:
 # -- cancel-tool ----------------------------------------------------------------------------
 
 
-def test_cancel_tool_on_a_call_outside_any_region_says_it_cannot_be_cancelled_alone(
+def test_a22_cancel_tool_on_a_call_outside_any_region_says_it_cannot_be_cancelled_alone(
     rt: Path,
 ) -> None:
     with serving(rt, "--agent", "agents:regionless_agent", "--input", "go") as served:
@@ -103,7 +103,7 @@ def test_cancel_tool_on_a_call_outside_any_region_says_it_cannot_be_cancelled_al
         one_line_failure(ctl(rt, "cancel-tool", target, "no-such-call"), "no running tool call")
 
 
-def test_cancel_tool_on_a_finished_call_says_it_finished(rt: Path) -> None:
+def test_a22_cancel_tool_on_a_finished_call_says_it_finished(rt: Path) -> None:
     with serving(rt, *AGENT, "--input", "block it") as served:
         (target,) = served.ids()
         wait_for(lambda: running_calls(rt, target), "the blocking tool call")
@@ -116,7 +116,7 @@ def test_cancel_tool_on_a_finished_call_says_it_finished(rt: Path) -> None:
 # -- the ids of running tool calls ----------------------------------------------------------
 
 
-def test_ls_and_messages_show_the_ids_of_running_tool_calls(rt: Path) -> None:
+def test_a24_ls_and_messages_show_the_ids_of_running_tool_calls(rt: Path) -> None:
     with serving(rt, *AGENT, "--input", "block it") as served:
         (target,) = served.ids()
         wait_for(lambda: running_calls(rt, target), "the blocking tool call")
