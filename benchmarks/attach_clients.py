@@ -49,7 +49,7 @@ LISTENING = asyncio.Event()
 
 
 async def serve(kind: str, turns: int, clients: int) -> None:
-    from agent_channel_acp._attach import AttachServer
+    from agent_channel_acp.agent.attach._server import AttachServer
 
     server = AttachServer()
     body = _throughput_body(server, turns, clients) if kind == "throughput" else _stream_body()

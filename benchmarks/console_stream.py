@@ -133,10 +133,10 @@ def folded_agent_text(state: Any) -> str:
 
 async def measure(kind: str, rate: float, seconds: float) -> dict[str, Any]:
     """One client (``bare`` or ``console``) on a server of its own; its lag and memory."""
-    from agent_channel_acp._console._app import Console
-    from agent_channel_acp._console._link import Link
-    from agent_channel_acp._console._state import State
-    from agent_channel_acp._console._widgets import EntryView
+    from agent_channel_acp.operator.console._app import Console
+    from agent_channel_acp.operator.console._link import Link
+    from agent_channel_acp.operator.console._state import State
+    from agent_channel_acp.operator.console._widgets import EntryView
 
     rt = Path(tempfile.mkdtemp(prefix="console-bench-"))
     os.chmod(rt, 0o700)
@@ -218,7 +218,7 @@ async def measure(kind: str, rate: float, seconds: float) -> dict[str, Any]:
 
 
 async def run(rate: float, seconds: float) -> dict[str, Any]:
-    from agent_channel_acp._console._state import MAX_ENTRIES, MAX_TEXT
+    from agent_channel_acp.operator.console._state import MAX_ENTRIES, MAX_TEXT
 
     out: dict[str, Any] = {"rate": rate, "seconds": seconds, "chunks": int(rate * seconds)}
     out["bare"] = await measure("bare", rate, seconds)

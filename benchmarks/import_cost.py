@@ -323,6 +323,7 @@ def main() -> None:
             in_ratios[key] = summary(inside[case])[f"{stat}_ms"] / base_in[f"{stat}_ms"]
     result["ratios (wall - empty interpreter)"] = wall_ratios
     result["ratios (in-process)"] = in_ratios
+
     def with_first_use(name: str) -> dict[str, float]:
         """In-process import + first use: best of the sums, and the median sum."""
         sums = [a + b for a, b in zip(inside[name], first_use[name], strict=True)]

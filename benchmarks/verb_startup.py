@@ -9,7 +9,7 @@ reported as the median of ``--rounds``:
 - ``ls``: ``agent-channel-acp ls`` with no server running (finds the discovery directory,
   prints one line), which is every verb's start-up;
 - ``import acp``: what the verbs would pay on top if they imported the ACP SDK (they
-  speak their few methods through ``agent_channel_acp._rpc`` instead).
+  speak their few methods through ``agent_channel_acp.wire._rpc`` instead).
 
 Ratios: ``ls / empty`` and ``(empty + import acp) / ls``, the second one being how much
 slower every verb would start with the SDK. Not run in CI.

@@ -36,7 +36,7 @@ def hooks() -> ModuleType:
 
 
 def test_the_cli_reference_has_every_subcommand_with_its_help(hooks: ModuleType) -> None:
-    from agent_channel_acp._cli import build_parser
+    from agent_channel_acp.cli._main import build_parser
 
     page = hooks.on_page_markdown("# CLI\n\n<!-- cli-reference -->\n")
     (subparsers,) = [
@@ -111,7 +111,7 @@ def _code_in(markdown: str) -> list[str]:
 
 
 def test_every_subcommand_the_pages_show_exists() -> None:
-    from agent_channel_acp._cli import build_parser
+    from agent_channel_acp.cli._main import build_parser
 
     (subparsers,) = [
         a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)

@@ -68,6 +68,38 @@ def test_layering_contracts_are_kept() -> None:
             {"consumer-producer-independent", "only-producer-imports-acp"},
         ),
         ("agent_channel_react", "import acp", "acp", {"only-producer-imports-acp"}),
+        # The producer's own layers: each inner contract, broken once.
+        (
+            "agent_channel_acp.wire",
+            "from agent_channel_acp.stream import _outbox",
+            "agent_channel_acp.stream._outbox",
+            {"producer-layers"},
+        ),
+        (
+            "agent_channel_acp.stream",
+            "from agent_channel_acp.agent import _finished",
+            "agent_channel_acp.agent._finished",
+            {"producer-layers"},
+        ),
+        (
+            "agent_channel_acp.hosting",
+            "from agent_channel_acp.operator import _script",
+            "agent_channel_acp.operator._script",
+            {"producer-layers"},
+        ),
+        (
+            "agent_channel_acp.agent.stdio",
+            "from agent_channel_acp.agent.attach import _picker",
+            "agent_channel_acp.agent.attach._picker",
+            {"modes-independent"},
+        ),
+        (
+            "agent_channel_acp.operator",
+            "from agent_channel_acp.stream import _outbox",
+            "agent_channel_acp.stream._outbox",
+            {"operator-speaks-the-wire"},
+        ),
+        ("agent_channel_acp.wire", "import acp", "acp", {"wire-and-verbs-light"}),
     ],
 )
 def test_a_violation_breaks_its_contract(
@@ -77,7 +109,7 @@ def test_a_violation_breaks_its_contract(
     # PYTHONPATH puts the copies ahead of the editable installs.
     for name, src in SOURCES.items():
         shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / package / "_layering_violation.py").write_text(violation + "\n")
+    (tmp_path / package.replace(".", "/") / "_layering_violation.py").write_text(violation + "\n")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
 

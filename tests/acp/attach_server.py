@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_channel import UserMessage, agent_channel
-from agent_channel_acp._attach import AttachServer
-from agent_channel_acp._cli import load_factory
+from agent_channel_acp.agent.attach._server import AttachServer
+from agent_channel_acp.cli._main import load_factory
 
 
 def _body(factory: Any, text: str | None) -> Any:

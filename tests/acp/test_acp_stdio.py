@@ -477,7 +477,7 @@ async def test_s14_a_request_past_the_in_flight_limit_is_refused_and_the_session
     """At most MAX_IN_FLIGHT requests of a connection wait for their answer (a prompt waits
     for its turn): while the agent sits in a tool, the next prompt gets a JSON-RPC error at
     once, the waiting ones are still answered (cancelled here), and prompts work again."""
-    from agent_channel_acp._transport import MAX_IN_FLIGHT
+    from agent_channel_acp.wire._transport import MAX_IN_FLIGHT
     from conftest import RawPipe, raw_agent
 
     pipe = RawPipe(await raw_agent())

@@ -8,8 +8,8 @@ import pytest
 from acp import RequestError
 from agent_channel import ToolCallFinished, ToolCallStarted, open_channel
 from agent_channel_acp import AttachServer
-from agent_channel_acp._cards import CARDS_KEPT
-from agent_channel_acp._operator_queue import QUEUE_LIMIT
+from agent_channel_acp.stream._cards import CARDS_KEPT
+from agent_channel_acp.stream._queue import QUEUE_LIMIT
 from attach_harness import bound, parked, serving, user_chunks
 
 pytestmark = pytest.mark.anyio

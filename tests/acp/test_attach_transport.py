@@ -137,7 +137,7 @@ async def test_a1_record_0600_in_a_0700_dir_socket_0600_removed_at_sigterm(rt: P
 
 
 async def test_a1_records_of_dead_pids_are_swept_with_their_sockets(rt: Path) -> None:
-    from agent_channel_acp._discovery import live_records
+    from agent_channel_acp.wire._discovery import live_records
 
     with stub(rt) as (dead, _):
         dead.kill()
@@ -256,7 +256,7 @@ async def test_a1_a_listener_serves_at_most_its_stated_number_of_connections(
     tmp_path: Path,
 ) -> None:
     """In-process, with an echo handler: the bound is the listener's, whatever it serves."""
-    from agent_channel_acp._listen import MAX_CONNECTIONS, listen_unix
+    from agent_channel_acp.hosting._listen import MAX_CONNECTIONS, listen_unix
 
     assert MAX_CONNECTIONS == 256  # the number the README states
 
@@ -292,7 +292,7 @@ async def test_a1_a_listener_serves_at_most_its_stated_number_of_connections(
 
 
 def test_a1_the_default_runtime_dir_is_per_user_under_xdg_or_the_temp_dir(tmp_path: Path) -> None:
-    code = "from agent_channel_acp._discovery import runtime_dir; print(runtime_dir())"
+    code = "from agent_channel_acp.wire._discovery import runtime_dir; print(runtime_dir())"
 
     def where(**extra: str) -> Path:
         env = {k: v for k, v in agent_env(**extra).items() if k != "AGENT_CHANNEL_RUNTIME_DIR"}

@@ -18,13 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip(
-    "agent_channel_acp._ctl", reason="attach mode (serve, discovery: the acp-net branch) not merged"
-)
-
-from agent_channel_acp._console._app import Console
-from agent_channel_acp._console._widgets import EntryView, Picker
+from agent_channel_acp.operator.console._app import Console
+from agent_channel_acp.operator.console._widgets import EntryView, Picker
 from conftest import GUARD, HERE, agent_env
 from serving import executions, stop
 from textual.pilot import Pilot

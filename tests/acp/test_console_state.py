@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_channel_acp._console._link import Link
-from agent_channel_acp._console._state import MAX_ENTRIES, MAX_TEXT, State
+from agent_channel_acp.operator.console._link import Link
+from agent_channel_acp.operator.console._state import MAX_ENTRIES, MAX_TEXT, State
 
 M = "agent_channel."
 

@@ -14,8 +14,8 @@ import time
 
 import anyio
 import pytest
-from agent_channel_acp._execution import BACKLOG_LIMIT
-from agent_channel_acp._ring import REPLAY_BYTES
+from agent_channel_acp.agent._execution import BACKLOG_LIMIT
+from agent_channel_acp.stream._ring import REPLAY_BYTES
 from attach_harness import Client, Server, card_status, parked, tool_ids
 from conftest import GUARD
 from faults import fault_client, frame, half_open, one_result_each, real_serve, rss_kib

@@ -12,7 +12,7 @@ import socket
 
 import anyio
 import pytest
-from agent_channel_acp._listen import listen_tcp
+from agent_channel_acp.hosting._listen import listen_tcp
 from conftest import GUARD
 
 pytestmark = pytest.mark.anyio
@@ -68,7 +68,7 @@ async def test_connections_without_the_token_cannot_lock_the_owner_out() -> None
 
 
 async def test_the_oldest_waiting_connection_is_dropped_for_a_newcomer_and_closed() -> None:
-    from agent_channel_acp._listen import AUTH_PENDING
+    from agent_channel_acp.hosting._listen import AUTH_PENDING
 
     listener = await listen_tcp(_echo, 0)
     host, port = listener.transport["host"], listener.transport["port"]

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from agent_channel_acp._console._link import Link
-from agent_channel_acp._console._state import State
-from agent_channel_acp._discovery import live_records
+from agent_channel_acp.operator.console._link import Link
+from agent_channel_acp.operator.console._state import State
+from agent_channel_acp.wire._discovery import live_records
 from attach_harness import Client, Server, tool_ids
 from conftest import GUARD
 from faults import frame, half_open, real_serve

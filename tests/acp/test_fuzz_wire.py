@@ -365,7 +365,7 @@ async def sdk_turns_attach(target: Target, execution_id: str) -> None:
 
 
 def test_the_fuzzers_cap_is_the_transports() -> None:
-    from agent_channel_acp._transport import MAX_FRAME as PRODUCER_MAX
+    from agent_channel_acp.wire._transport import MAX_FRAME as PRODUCER_MAX
 
     assert MAX_FRAME == PRODUCER_MAX
 

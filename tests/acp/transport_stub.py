@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_channel_acp import AcpServer, serve
-from agent_channel_acp._discovery import Record
-from agent_channel_acp._serve import host
+from agent_channel_acp.hosting._serve import host
+from agent_channel_acp.wire._discovery import Record
 from agents import react_agent
 
 

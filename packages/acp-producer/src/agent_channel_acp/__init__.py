@@ -19,29 +19,29 @@ from typing import TYPE_CHECKING
 from ._version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from ._attach import AttachServer as AttachServer
-    from ._attachable import Attachable as Attachable
-    from ._attachable import attachable as attachable
-    from ._cli import load_factory as load_factory
-    from ._serve import host as host
-    from ._server import AcpServer as AcpServer
-    from ._server import AgentFactory as AgentFactory
-    from ._server import serve as serve
-    from ._stdio import run_stdio as run_stdio
-    from ._stdio import serve_stdio as serve_stdio
+    from .agent.attach._server import AttachServer as AttachServer
+    from .agent.stdio._process import run_stdio as run_stdio
+    from .agent.stdio._process import serve_stdio as serve_stdio
+    from .agent.stdio._server import AcpServer as AcpServer
+    from .agent.stdio._server import AgentFactory as AgentFactory
+    from .agent.stdio._server import serve as serve
+    from .cli._main import load_factory as load_factory
+    from .hosting._attachable import Attachable as Attachable
+    from .hosting._attachable import attachable as attachable
+    from .hosting._serve import host as host
 else:  # hidden from type checkers, so a misspelt name is still an error
     # <names> written by scripts/gen_names.py from the block above: edit that, then run it
     _HOME = {
-        "AttachServer": "_attach",
-        "Attachable": "_attachable",
-        "attachable": "_attachable",
-        "load_factory": "_cli",
-        "host": "_serve",
-        "AcpServer": "_server",
-        "AgentFactory": "_server",
-        "serve": "_server",
-        "run_stdio": "_stdio",
-        "serve_stdio": "_stdio",
+        "AttachServer": "agent.attach._server",
+        "run_stdio": "agent.stdio._process",
+        "serve_stdio": "agent.stdio._process",
+        "AcpServer": "agent.stdio._server",
+        "AgentFactory": "agent.stdio._server",
+        "serve": "agent.stdio._server",
+        "load_factory": "cli._main",
+        "Attachable": "hosting._attachable",
+        "attachable": "hosting._attachable",
+        "host": "hosting._serve",
     }
     # </names>
     __all__ = sorted([*_HOME, "__version__"])

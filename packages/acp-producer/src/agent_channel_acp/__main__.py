@@ -1,5 +1,5 @@
 """``python -m agent_channel_acp``: the CLI."""
 
-from ._cli import main
+from .cli._main import main
 
 main()

@@ -1,0 +1,1 @@
+"""The ACP agent side: what both handlers share; stdio and attach mode below."""

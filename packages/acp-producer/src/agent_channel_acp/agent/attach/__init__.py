@@ -1,0 +1,1 @@
+"""Attach mode: many clients over a socket, executions hosted by the server."""

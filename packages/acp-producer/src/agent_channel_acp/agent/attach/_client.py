@@ -1,0 +1,308 @@
+"""Attach mode's handler of one client connection: its sessions and its requests.
+
+Each client session is a :class:`~._binding.Binding`, bound to one execution's hub as a
+driver or an observer, or still choosing one (the picker, A3). Prompts are acknowledged
+at once and queued for the agent's next boundary (A7). A bind (``session/new``,
+``session/load`` or a pick) happens once its request's task is done, i.e. its response
+is on the wire (the SDK writes it in that task), atomically with the hub: the preamble,
+the replay, then the live stream, nothing missed or sent twice (A5). A plain class, not
+``acp.Agent``: unimplemented methods must answer -32601.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any, Protocol
+from uuid import uuid4
+
+from acp import RequestError
+from acp.agent.connection import AgentSideConnection
+from acp.schema import (
+    ClientCapabilities,
+    CloseSessionResponse,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PermissionOption,
+    PromptResponse,
+    ToolCallUpdate,
+)
+from agent_channel import ChannelClosed, ChannelFull
+
+from ...stream import _mapping as m
+from ...stream._binding import Binding
+from ...stream._hub import Hub
+from ...stream._items import META, Live
+from ...wire._transport import LineTransport
+from .. import _debug as debug
+from .._handler import (
+    McpServer,
+    initialize_response,
+    not_attachable,
+    not_found,
+    prompt_content,
+    queue_full,
+)
+from . import _picker as picker
+from ._requests import REQUESTS
+
+log = logging.getLogger("agent_channel_acp")
+
+
+class Registry(Protocol):
+    """What a connection reads of the attach server."""
+
+    backlog_limit: int
+
+    def hubs(self) -> list[Hub]:
+        """Every execution held, in the order they were added."""
+        ...
+
+    def hub(self, session_id: str) -> Hub:
+        """The execution with this id; -32002 when there is none."""
+        ...
+
+    def known(self, session_id: str) -> bool: ...
+
+    def executions(self) -> list[dict[str, Any]]: ...
+
+    def counts(self) -> dict[str, int]: ...
+
+
+class AttachClient:
+    """One connection's ACP handler (see the module docstring)."""
+
+    def __init__(self, server: Registry) -> None:
+        self._server = server
+        self.transport: LineTransport | None = None
+        self.conn: AgentSideConnection | None = None
+        self.name = f"client-{uuid4().hex[:8]}"
+        self._bindings: dict[str, Binding] = {}
+        self._hubs: dict[str, Hub] = {}  # wire id -> the hub its binding is bound to
+        self._closed = False
+
+    # -- the binding's peer ------------------------------------------------------------
+
+    @property
+    def writer(self) -> LineTransport:
+        if self.transport is None:
+            raise RuntimeError("serve the client with AttachServer.serve_connection()")
+        return self.transport
+
+    @property
+    def gone(self) -> bool:
+        transport = self.transport
+        return self._closed or transport is None or transport.gone
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
+    ) -> object:
+        assert self.conn is not None
+        return await self.conn.request_permission(
+            session_id=session_id, tool_call=tool_call, options=options
+        )
+
+    def closed(self) -> None:
+        """The connection ended: its bindings leave; the executions go on (A15)."""
+        self._closed = True
+        for wire_id in list(self._bindings):
+            self._leave(wire_id)
+
+    # -- ACP methods -------------------------------------------------------------------
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Implementation | None = None,
+        **kwargs: object,
+    ) -> InitializeResponse:
+        if client_info is not None and client_info.name:
+            self.name = f"{client_info.name}-{self.name.removeprefix('client-')}"
+        return initialize_response(protocol_version)
+
+    async def new_session(
+        self,
+        cwd: str,
+        mcp_servers: list[McpServer] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: object,
+    ) -> NewSessionResponse:
+        observe = _wants_observe(kwargs)
+        drivable = [h for h in self._server.hubs() if h.running]
+        if len(drivable) == 1:  # A3: bind at once
+            hub = drivable[0]
+            self._open(hub.id, hub, observe)
+            return NewSessionResponse(session_id=hub.id)
+        wire_id = f"pick-{uuid4().hex}"
+        self._open(wire_id, None, observe)
+        return NewSessionResponse(session_id=wire_id)
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[McpServer] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: object,
+    ) -> LoadSessionResponse:
+        hub = self._hubs.get(session_id) or self._server.hub(session_id)
+        self._open(session_id, hub, _wants_observe(kwargs))
+        return LoadSessionResponse()
+
+    async def prompt(
+        self, session_id: str, prompt: list[m.PromptBlock], **kwargs: object
+    ) -> PromptResponse:
+        binding = self._binding(session_id)
+        content = prompt_content(prompt)
+        text = (
+            content
+            if isinstance(content, str)
+            else " ".join(getattr(p, "text", "") for p in content)
+        )
+        hub = self._hubs.get(session_id)
+        if hub is None:
+            self._pick(binding, text.strip())
+            return PromptResponse(stop_reason="end_turn")
+        if not hub.running:
+            raise not_attachable(session_id)
+        if binding.observe:
+            raise RequestError.invalid_request(
+                {"reason": "this session observes only: it cannot prompt", "sessionId": session_id}
+            )
+        try:
+            message_id = hub.post(content, text, self.name)
+        except ChannelClosed:
+            raise not_attachable(session_id) from None
+        except ChannelFull as e:
+            raise queue_full(session_id, e) from None
+        hub.prompted(binding)
+        await self._caught_up()  # the queue's update goes out before the answer
+        # A7: the agent reads it at its boundary; the id is the one the queue lists (A25)
+        return PromptResponse(stop_reason="end_turn", field_meta={f"{META}messageId": message_id})
+
+    async def cancel(self, session_id: str, **kwargs: object) -> None:
+        binding = self._bindings.get(session_id)
+        hub = self._hubs.get(session_id)
+        if binding is None or hub is None:
+            log.warning("cancel for unknown session %r ignored", session_id)
+            return
+        if not binding.is_driver:
+            log.info("cancel from an observe-only session %r ignored", session_id)  # A14
+            return
+        hub.interrupt()
+
+    async def close_session(self, session_id: str, **kwargs: object) -> CloseSessionResponse:
+        self._binding(session_id)
+        self._leave(session_id)
+        return CloseSessionResponse()
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if debug.asked(method):
+            return debug.counts(**self._server.counts())
+        handler = REQUESTS.get(method)
+        if handler is None:
+            raise RequestError.method_not_found(f"_{method}")
+        if not isinstance(params, dict):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise RequestError.invalid_params({"reason": "params must be an object"})
+        result = await handler(self, params)
+        await self._caught_up()
+        return result
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        log.info("ignoring extension notification _%s", method)
+
+    # -- what the extension requests read ----------------------------------------------
+
+    def target(self, params: dict[str, Any]) -> Hub:
+        session_id = params.get("sessionId")
+        if not isinstance(session_id, str) or not session_id:
+            raise RequestError.invalid_params({"reason": "sessionId must be a non-empty string"})
+        return self._hubs.get(session_id) or self._server.hub(session_id)
+
+    def known(self, session_id: str) -> bool:
+        return self._server.known(session_id) or session_id in self._bindings
+
+    def executions(self) -> list[dict[str, Any]]:
+        return self._server.executions()
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    async def _caught_up(self) -> None:
+        """Wait until every update sent to this connection's sessions so far is written:
+        an answer never overtakes them (a client that reads "waiting for operator" has
+        the turn that led there, even when its stream is backed up)."""
+        for wire_id, binding in list(self._bindings.items()):
+            hub = self._hubs.get(wire_id)
+            if hub is None:
+                await binding.flush()
+            else:
+                await hub.caught_up(binding)
+
+    def _binding(self, session_id: str) -> Binding:
+        binding = self._bindings.get(session_id)
+        if binding is not None:
+            return binding
+        if self._server.known(session_id):
+            raise not_found(session_id, "not bound on this connection (session/load binds it)")
+        raise not_found(session_id, "no such session on this server")
+
+    def _leave(self, wire_id: str) -> None:
+        binding = self._bindings.pop(wire_id, None)
+        hub = self._hubs.pop(wire_id, None)
+        if binding is not None:
+            if hub is not None:
+                hub.unbind(binding)
+            binding.leave()
+
+    def _open(self, wire_id: str, hub: Hub | None, observe: bool, note: str = "") -> None:
+        """Bind ``wire_id`` to ``hub`` (None: the picker's list) once this request's task is
+        done, i.e. its response is on the wire (A5: the response first, then the preamble,
+        the replay and the live stream, all taken then)."""
+        task = asyncio.current_task()
+        if task is None:
+            self._bind(wire_id, hub, observe, note)
+            return
+
+        def bind(done: asyncio.Task[object]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                self._bind(wire_id, hub, observe, note)
+
+        task.add_done_callback(bind)
+
+    def _bind(self, wire_id: str, hub: Hub | None, observe: bool, note: str) -> None:
+        if self._closed or self.transport is None:
+            return
+        binding = self._bindings.get(wire_id)
+        if binding is None:
+            binding = Binding(wire_id, self, backlog_limit=self._server.backlog_limit)
+            self._bindings[wire_id] = binding
+        else:
+            old = self._hubs.pop(wire_id, None)
+            if old is not None:
+                old.unbind(binding)
+            binding.rebind()
+        binding.observe = observe or (hub is not None and not hub.running)
+        if hub is None:
+            binding.live(Live(None, picker.listing(self._targets(), note)))
+        else:
+            self._hubs[wire_id] = hub
+            hub.bind(binding, driver=not binding.observe)
+
+    def _targets(self) -> list[Hub]:
+        hubs = self._server.hubs()
+        return [h for h in hubs if h.running] + [h for h in hubs if not h.running]
+
+    def _pick(self, binding: Binding, text: str) -> None:
+        hub = picker.pick(self._targets(), text)
+        if hub is None:
+            self._open(binding.wire_id, None, binding.observe, f"Not a choice: {text!r}.\n")
+            return
+        self._open(binding.wire_id, hub, binding.observe)
+
+
+def _wants_observe(kwargs: Mapping[str, object]) -> bool:
+    return kwargs.get(f"{META}observe") is True

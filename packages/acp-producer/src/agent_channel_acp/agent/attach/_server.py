@@ -1,0 +1,202 @@
+"""Attach mode: operators join executions that run on their own.
+
+An :class:`AttachServer` holds any number of top-level executions (one
+:class:`~._hub.Hub` each; its id is the ACP session id), starts the ones it runs itself
+(:meth:`AttachServer.run`), and serves any number of client connections (a listener
+hands each accepted socket to :meth:`AttachServer.serve_connection`; each connection is
+an :class:`~._attach_client.AttachClient`). Finished executions are kept, listed and
+readable, within a bound. The rules are A3-A27 in ``docs/acp-behaviour.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any, ClassVar, cast
+from uuid import uuid4
+
+from acp import Agent
+from acp.agent.connection import AgentSideConnection
+from agent_channel import AgentRef, open_channel
+
+from ...stream._hub import Hub
+from ...stream._outbox import check_limit
+from ...wire._transport import LineTransport
+from .._execution import BACKLOG_LIMIT, Body, NotRunnable
+from .._finished import Forgotten
+from .._handler import not_found, shadowed_names
+from ._client import AttachClient
+
+log = logging.getLogger("agent_channel_acp")
+
+
+class AttachServer:
+    """Top-level executions served to attaching clients (see the module docstring).
+
+    ``replay`` bounds each execution's replay ring; ``backlog_limit`` the bytes one
+    client session may fall behind before it is dropped; finished executions are kept
+    (listed, loadable, readable) until :attr:`finished_kept` newer ones finished.
+    """
+
+    finished_kept: ClassVar[int] = 256
+
+    def __init__(
+        self,
+        *,
+        replay: int = 100,
+        approve: bool = False,
+        backlog_limit: int = BACKLOG_LIMIT,
+        context_window: int | None = None,
+    ) -> None:
+        self.backlog_limit = check_limit(backlog_limit)
+        if replay < 0:
+            raise ValueError(f"replay must be 0 or more, not {replay}")
+        self._replay = replay
+        self._approve = approve
+        self._context_window = context_window
+        self._hubs: dict[str, Hub] = {}
+        self._forgotten = Forgotten()
+        self._clients: set[AttachClient] = set()
+        self._runs: set[asyncio.Task[Any]] = set()
+        self.on_change: Callable[[], None] | None = None
+        """Called when the list of executions or their state changes (discovery records)."""
+
+    # -- executions --------------------------------------------------------------------
+
+    def add(self, ref: AgentRef, *, title: str) -> str:
+        """Serve one top-level execution; returns its execution id (the ACP session id)."""
+        execution_id = uuid4().hex
+        hub = Hub(
+            execution_id,
+            ref,
+            title=title,
+            replay=self._replay,
+            approve=self._approve,
+            context_window=self._context_window,
+            on_change=self._changed,
+        )
+        self._hubs[execution_id] = hub
+        self._changed()
+        return execution_id
+
+    async def run(self, body: Body, *, title: str) -> str:
+        """Open a channel, add it, run ``body`` to completion inside it.
+
+        The execution is live (an operator surface is attached, so an interactive agent
+        waits for messages instead of ending). ``_agent_channel/end`` cancels the body;
+        that ends this call normally.
+        """
+        async with open_channel() as ch:
+            ref = ch.ref()
+            execution_id = self.add(ref, title=title)
+            hub = self._hubs[execution_id]
+            release = ref.mark_live()
+            run = body()
+            if not inspect.isawaitable(run):
+                release()
+                raise NotRunnable(f"calling the body returned {run!r}, not an awaitable")
+            task = asyncio.ensure_future(run)
+            self._runs.add(task)
+            ended = False
+
+            def end() -> None:
+                nonlocal ended
+                ended = True
+                if ch.stop_reason is None:
+                    ch.stop_reason = "cancelled"
+                task.cancel()
+
+            hub.ending = end
+            try:
+                await task
+            except asyncio.CancelledError:
+                if not ended or _cancelling():
+                    raise
+            finally:
+                self._runs.discard(task)
+                release()
+        return execution_id
+
+    def executions(self) -> list[dict[str, Any]]:
+        """What ``_agent_channel/list`` returns (A24), also written into discovery records."""
+        return [hub.describe() for hub in self._hubs.values()]
+
+    def hubs(self) -> list[Hub]:
+        return list(self._hubs.values())
+
+    def hub(self, session_id: str) -> Hub:
+        hub = self._hubs.get(session_id)
+        if hub is not None:
+            return hub
+        if session_id in self._forgotten:
+            raise not_found(session_id, "the execution finished and is no longer kept")
+        raise not_found(session_id, "no execution with this id on this server")
+
+    def known(self, session_id: str) -> bool:
+        return session_id in self._hubs or session_id in self._forgotten
+
+    def counts(self) -> dict[str, int]:
+        """What the debug request reports (see ``_debug``)."""
+        hubs = self._hubs.values()
+        return {
+            "connections": len(self._clients),
+            "executions": len(hubs),
+            "bindings": sum(h.clients for h in hubs),
+        }
+
+    def _changed(self) -> None:
+        finished = [h for h in self._hubs.values() if not h.running and not h.clients]
+        for hub in finished[: max(0, len(finished) - self.finished_kept)]:
+            del self._hubs[hub.id]
+            self._forgotten.add(hub.id)
+        if self.on_change is not None:
+            try:
+                self.on_change()
+            except Exception:
+                log.exception("the attach server's change hook failed")
+
+    # -- connections -------------------------------------------------------------------
+
+    async def serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """Serve one client connection (already authenticated by the listener) until it closes."""
+        client = AttachClient(self)
+        transport = LineTransport(
+            reader,
+            writer,
+            shadowed=shadowed_names(client),
+        )
+        client.transport = transport
+        conn = AgentSideConnection(
+            cast("Agent", client), transport, listening=False, use_unstable_protocol=True
+        )
+        client.conn = conn
+        self._clients.add(client)
+        try:
+            await conn.listen()
+        finally:
+            self._clients.discard(client)
+            client.closed()
+            with contextlib.suppress(Exception):
+                await asyncio.shield(conn.close())
+
+    async def aclose(self) -> None:
+        """End every execution this server started (their clients get the final turn_state
+        and ``session_ended``) and stop watching the others."""
+        for hub in list(self._hubs.values()):
+            if hub.running and hub.ending is not None:
+                hub.ending()
+        runs = list(self._runs)
+        if runs:
+            await asyncio.wait(runs, timeout=1.0)
+        for hub in self._hubs.values():
+            hub.close()
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

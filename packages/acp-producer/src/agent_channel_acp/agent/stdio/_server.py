@@ -1,0 +1,249 @@
+"""The ACP agent: a plain handler class the SDK routes to, and the serve loop.
+
+Deliberately not a subclass of ``acp.Agent``: the Protocol's inherited stubs
+would answer ``{}`` for methods we do not implement instead of -32601.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, ClassVar, cast
+from uuid import uuid4
+
+from acp import Agent, RequestError
+from acp.agent.connection import AgentSideConnection
+from acp.schema import (
+    ClientCapabilities,
+    CloseSessionResponse,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PermissionOption,
+    PromptResponse,
+    ToolCallUpdate,
+)
+
+from ...stream import _mapping as m
+from ...stream._binding import Writer
+from ...stream._outbox import check_limit
+from ...wire._transport import LineTransport
+from .. import _debug as debug
+from .._execution import BACKLOG_LIMIT, Body, NotRunnable
+from .._finished import Forgotten
+from .._handler import McpServer, initialize_response, not_found, prompt_content, shadowed_names
+from ._session import Session
+
+log = logging.getLogger("agent_channel_acp")
+
+AgentFactory = Callable[..., Body]
+"""``factory(model) -> body``: what ``--agent module:attr`` names."""
+
+
+class AcpServer:
+    """Serves one ACP connection: each ``session/new`` starts one top-level execution.
+
+    ``backlog_limit`` bounds the bytes of updates one session queues for a client that is
+    not reading; past it they are dropped with a notice (answers are kept). A finished
+    session is kept for ``session/load`` until :attr:`finished_kept` newer ones finished.
+    """
+
+    finished_kept: ClassVar[int] = 32
+    """How many finished sessions are kept for ``session/load``; older ones are freed."""
+
+    def __init__(
+        self,
+        factory: AgentFactory,
+        *,
+        model: str | None = None,
+        approve: bool = False,
+        context_window: int | None = None,
+        backlog_limit: int = BACKLOG_LIMIT,
+    ) -> None:
+        self._factory = factory
+        self._model = model
+        self._approve = approve
+        self._context_window = context_window
+        self._backlog_limit = check_limit(backlog_limit)
+        self._sessions: dict[str, Session] = {}  # running
+        self._finished: OrderedDict[str, Session] = OrderedDict()  # kept for session/load
+        self._forgotten = Forgotten()
+        self._conn: AgentSideConnection | None = None
+        self._transport: LineTransport | None = None
+
+    def on_connect(self, conn: AgentSideConnection) -> None:
+        self._conn = conn
+
+    def use_writer(self, writer: LineTransport) -> None:
+        """The connection's transport: sessions write updates through it on the spot when idle."""
+        self._transport = writer
+
+    # -- the sessions' peer (each session's binding writes and asks through it) --------
+
+    name = "stdio"
+
+    @property
+    def writer(self) -> Writer:
+        if self._transport is None:
+            raise RuntimeError("serve an AcpServer with serve() or serve_stdio()")
+        return self._transport
+
+    @property
+    def gone(self) -> bool:
+        transport = self._transport
+        return transport is None or transport.gone
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
+    ) -> object:
+        if self._conn is None:
+            raise ConnectionError("no connection")
+        return await self._conn.request_permission(
+            session_id=session_id, tool_call=tool_call, options=options
+        )
+
+    # -- ACP methods -------------------------------------------------------------------
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Implementation | None = None,
+        **kwargs: object,
+    ) -> InitializeResponse:
+        return initialize_response(protocol_version)
+
+    async def new_session(
+        self,
+        cwd: str,
+        mcp_servers: list[McpServer] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: object,
+    ) -> NewSessionResponse:
+        if mcp_servers:
+            log.info("ignoring %d MCP server(s): not supported", len(mcp_servers))
+        if self._conn is None or self._transport is None:
+            raise RuntimeError("serve an AcpServer with serve() or serve_stdio()")
+        try:
+            body = self._factory(self._model)
+        except Exception as e:
+            log.exception("the agent factory failed")
+            raise RequestError.internal_error(
+                {"reason": "the agent factory failed", "details": repr(e)}
+            ) from e
+        session = Session(
+            uuid4().hex,
+            self,
+            body,
+            approve=self._approve,
+            context_window=self._context_window,
+            backlog_limit=self._backlog_limit,
+            on_done=self._session_done,
+        )
+        self._sessions[session.id] = session
+        try:
+            await session.start()
+        except NotRunnable as e:
+            self._sessions.pop(session.id, None)
+            log.error("the agent factory did not return a runnable body: %s", e)
+            raise RequestError.internal_error(
+                {"reason": "the agent factory did not return a runnable body", "details": str(e)}
+            ) from None
+        # Updates flow once this request's task is done: its response is written (S2).
+        return NewSessionResponse(session_id=session.id)
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[McpServer] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: object,
+    ) -> LoadSessionResponse:
+        session = self._session(session_id)
+        await session.replay()
+        return LoadSessionResponse()
+
+    async def prompt(
+        self, session_id: str, prompt: list[m.PromptBlock], **kwargs: object
+    ) -> PromptResponse:
+        session = self._session(session_id)
+        return await session.prompt(prompt_content(prompt))
+
+    async def cancel(self, session_id: str, **kwargs: object) -> None:
+        session = self._sessions.get(session_id) or self._finished.get(session_id)
+        if session is None:
+            log.warning("cancel for unknown session %r ignored", session_id)
+            return
+        session.cancel()
+
+    async def close_session(self, session_id: str, **kwargs: object) -> CloseSessionResponse:
+        session = self._session(session_id)
+        self._sessions.pop(session_id, None)
+        self._finished.pop(session_id, None)
+        self._forgotten.add(session_id)
+        await session.close()
+        return CloseSessionResponse()
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if debug.asked(method):
+            return debug.counts(sessions=len(self._sessions), finished=len(self._finished))
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        log.info("ignoring extension notification _%s", method)
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _session(self, session_id: str) -> Session:
+        session = self._sessions.get(session_id) or self._finished.get(session_id)
+        if session is not None:
+            return session
+        if session_id in self._forgotten:
+            raise not_found(session_id, "it finished and is no longer kept, or it was closed")
+        raise not_found(session_id, "unknown session: this connection holds no such session")
+
+    def _session_done(self, session: Session) -> None:
+        """A session's execution ended and its last updates are out: keep it for load only."""
+        if self._sessions.pop(session.id, None) is None:
+            return  # closed meanwhile
+        self._finished[session.id] = session
+        while len(self._finished) > self.finished_kept:
+            old, _ = self._finished.popitem(last=False)
+            self._forgotten.add(old)
+
+    def shadowed_names(self) -> dict[str, frozenset[str]]:
+        return shadowed_names(self)
+
+    async def shutdown(self) -> None:
+        """End every execution (EOF on the transport)."""
+        sessions = [*self._sessions.values(), *self._finished.values()]
+        await asyncio.gather(*(s.end() for s in sessions), return_exceptions=True)
+
+
+async def serve(
+    server: AcpServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """Serve ``server`` over a byte-stream pair until the peer closes its side."""
+    transport = LineTransport(
+        reader,
+        writer,
+        shadowed=server.shadowed_names(),
+    )
+    server.use_writer(transport)
+    # A plain class on purpose (see the module docstring), hence the cast.
+    # Unstable routing serves session/close (stable in the spec, unstable in SDK 0.12);
+    # the other unstable methods have no handler here and get -32601.
+    conn = AgentSideConnection(
+        cast("Agent", server), transport, listening=False, use_unstable_protocol=True
+    )
+    try:
+        await conn.listen()
+    finally:
+        try:
+            await server.shutdown()
+        finally:
+            await asyncio.shield(conn.close())

@@ -1,0 +1,1 @@
+"""Hosting executions for attach mode: listeners, discovery records, the serve loop."""

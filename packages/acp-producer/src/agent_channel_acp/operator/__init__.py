@@ -1,0 +1,1 @@
+"""The operator's side: connecting, the verbs, the bridge, the console, the demo script."""

@@ -1,0 +1,289 @@
+"""The shell verbs (A26): thin ACP clients of a running ``serve`` process.
+
+Each verb finds the live servers in the discovery directory, connects to
+them as an ACP client (no second protocol; the few methods a verb needs are
+spoken by :mod:`..wire._rpc`, so a verb does not pay for importing the SDK), asks,
+prints, and leaves. TARGET is an execution id, a unique prefix of one, or nothing when
+exactly one execution is served. Output is one readable line (or a short
+block) by default and JSON with ``--json``; a failure is a :class:`CtlError`
+that the CLI prints as one line with a non-zero exit.
+
+The verbs' client never answers a permission request (A20): it waits until it
+leaves, and the server then asks the next driver, so a passing ``send`` cannot
+reject a tool call nobody looked at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncGenerator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, NoReturn, NotRequired, TextIO, TypedDict, cast
+
+from .._sigint import run
+from ..wire._discovery import RuntimeDirError, live_records, runtime_dir
+from ._connect import CtlError, Server, ask, exec_id, reached, resolve, servers
+
+if TYPE_CHECKING:
+    from ..wire._frames import EndParams, Execution, JsonObject, MessagesParams
+
+
+class _Listed(TypedDict):
+    """One server in ``ls --json``."""
+
+    pid: int
+    where: str
+    transport: str
+    startedAt: float
+    executions: NotRequired[list[Execution]]
+    error: NotRequired[str]
+
+
+Out = TextIO
+
+
+def emit(out: Out, as_json: bool, data: object, line: str | Callable[[], str]) -> None:
+    if as_json:
+        out.write(json.dumps(data) + "\n")
+    else:
+        out.write((line if isinstance(line, str) else line()) + "\n")
+    out.flush()
+
+
+def refuse(out: Out, as_json: bool, data: object, why: str) -> NoReturn:
+    """The server said no: the answer still goes out as JSON for programs, then the failure."""
+    if as_json:
+        emit(out, True, data, "")
+    raise CtlError(why)
+
+
+def _describe_execution(e: Execution) -> str:
+    parts = [
+        exec_id(e),
+        str(e.get("status", "?")),
+        f"turn {e.get('turnState', '?')}",
+        f"{e.get('messageCount', '?')} messages",
+        f"{e.get('clients', 0)} clients",
+    ]
+    if queued := e.get("queued"):
+        parts.append(f"{queued} queued")
+    if e.get("pendingApproval"):
+        parts.append("approval pending")
+    if e.get("drivable") is False:
+        parts.append("observe-only")
+    line = "  ".join(parts) + f"  {e.get('title', '')}".rstrip()
+    for call in e.get("runningToolCalls", []):
+        line += f"\n    tool call {call.get('id', '?')}  running  {call.get('title', '')}"
+    return line.rstrip()
+
+
+async def ls(out: Out, *, as_json: bool) -> int:
+    records = live_records(runtime_dir(create=False))
+    listing: list[_Listed] = []
+    lines: list[str] = []
+    for record in records:
+        entry: _Listed = {
+            "pid": record.pid,
+            "where": record.where(),
+            "transport": record.transport["kind"],
+            "startedAt": record.started_at,
+        }
+        try:
+            async with reached(record) as server:
+                entry["executions"] = server.executions
+        except CtlError as e:
+            entry["error"] = str(e)
+        listing.append(entry)
+        started = time.strftime("%H:%M:%S", time.localtime(record.started_at))
+        head = f"pid {record.pid}  {record.where()}  since {started}"
+        if "error" in entry:
+            lines.append(f"{head}  not answering: {entry['error']}")
+            continue
+        executions = entry.get("executions", [])
+        lines.append(f"{head}  {len(executions)} executions")
+        lines += ["  " + _describe_execution(e) for e in executions]
+    if not records:
+        lines.append("no agent-channel server is running")
+    emit(out, as_json, {"servers": listing}, "\n".join(lines))
+    return 0
+
+
+def _summary_line(i: int, m: JsonObject) -> str:
+    role = str(m.get("role", "?"))
+    text = str(m.get("text", "")).replace("\n", " ")
+    calls = m.get("toolCalls")
+    names = [str(c) for c in calls] if isinstance(calls, list) else []
+    ids = m.get("toolCallIds")
+    named = [str(i) for i in ids] if isinstance(ids, list) else []
+    if len(named) == len(names):  # an older server sends the names alone
+        names = [f"{n} ({i})" for n, i in zip(names, named, strict=True)]
+    tail = f"  [tools: {', '.join(names)}]" if names else ""
+    if (answers := m.get("toolCallId")) and not names:
+        tail = f"  [result of {answers}]"
+    return f"{i:>4}  {role:<9} {text}{tail}"
+
+
+async def messages(
+    out: Out, target: str | None, *, tail: int | None, all_: bool, full: bool, as_json: bool
+) -> int:
+    async with servers() as found:
+        server, execution = resolve(found, target)
+        params: MessagesParams = {"sessionId": exec_id(execution)}
+        if all_:
+            params["all"] = True
+        elif tail is not None:
+            params["tail"] = tail
+        if full:
+            params["full"] = True
+        envelope = await server.ask("messages", params)
+
+    def readable() -> str:
+        msgs = envelope.get("messages")
+        items = msgs if isinstance(msgs, list) else []
+        count = envelope.get("count", len(items))
+        head = f"{exec_id(execution)}  {envelope.get('status', '?')}  {count} messages"
+        first = max(0, int(count) - len(items)) if isinstance(count, int) else 0
+        body = [
+            json.dumps(m) if full else _summary_line(first + i + 1, m)
+            for i, m in enumerate(items)
+            if isinstance(m, dict)
+        ]
+        return "\n".join([head, *body])
+
+    emit(out, as_json, envelope, readable)
+    return 0
+
+
+@asynccontextmanager
+async def bound(target: str) -> AsyncGenerator[tuple[Server, str], None]:
+    """A connection bound (``session/load``) to ``target``'s execution."""
+    async with servers() as found:
+        server, execution = resolve(found, target)
+        session_id = exec_id(execution)
+        params: dict[str, object] = {"cwd": os.getcwd(), "sessionId": session_id, "mcpServers": []}
+        await ask(server.conn.request("session/load", params))
+        yield server, session_id
+
+
+async def send(out: Out, target: str, text: str, *, as_json: bool) -> int:
+    if not text.strip():
+        raise CtlError("send: the message is empty")
+    async with bound(target) as (server, session_id):
+        prompt = [{"type": "text", "text": text}]
+        params = {"sessionId": session_id, "prompt": prompt}
+        response = await ask(server.conn.request("session/prompt", params))
+    answer = cast("JsonObject", response) if isinstance(response, dict) else {}
+    data: JsonObject = {"sessionId": session_id, "stopReason": answer.get("stopReason")}
+    if meta := answer.get("_meta"):
+        data["_meta"] = meta
+    emit(out, as_json, data, f"sent to {session_id}")
+    return 0
+
+
+async def cancel(out: Out, target: str, *, as_json: bool) -> int:
+    """Interrupt the turn (``_agent_channel/cancel_turn``: ``session/cancel`` with an answer).
+    With no turn running there is nothing to do, and the verb says so; the exit status is 0
+    either way, since no turn runs afterwards (what the caller wanted)."""
+    async with servers() as found:
+        server, execution = resolve(found, target)
+        session_id = exec_id(execution)
+        answer = await server.ask("cancel_turn", {"sessionId": session_id})
+    done = bool(answer.get("cancelled"))
+    data: JsonObject = {"sessionId": session_id, "cancelled": done}
+    if done:
+        line = f"cancelled the turn of {session_id}"
+    else:
+        data["reason"] = answer.get("reason")
+        line = f"nothing to cancel: no turn is running in {session_id} ({data['reason']})"
+    emit(out, as_json, data, line)
+    return 0
+
+
+async def cancel_tool(out: Out, target: str, tool_call_id: str, *, as_json: bool) -> int:
+    async with servers() as found:
+        server, execution = resolve(found, target)
+        session_id = exec_id(execution)
+        answer = await server.ask(
+            "cancel_tool_call", {"sessionId": session_id, "toolCallId": tool_call_id}
+        )
+    done = bool(answer.get("cancelled"))
+    data: JsonObject = {"sessionId": session_id, "toolCallId": tool_call_id, "cancelled": done}
+    if not done:
+        reason = str(answer.get("reason", ""))
+        data["reason"] = reason
+        why = _NOT_CANCELLED.get(reason, "unknown, already finished, or its execution is gone")
+        why = why.format(session_id=session_id)
+        refuse(out, as_json, data, f"tool call {tool_call_id!r} was not cancelled: {why}")
+    emit(out, as_json, data, f"cancelled tool call {tool_call_id} of {session_id}")
+    return 0
+
+
+_NOT_CANCELLED = {
+    "not_in_region": "it is running but cannot be cancelled alone (its agent does not run it "
+    "in ch.region(tool_call.id)); `agent-channel-acp cancel {session_id}` interrupts the turn",
+    "cancelling": "it is being cancelled already",
+    "finished": "it already finished",
+    "unknown": "no running tool call has this id (see agent-channel-acp ls)",
+    "gone": "its execution is gone",
+}
+"""Why ``cancel_tool_call`` answered false, by its ``reason``, in words."""
+
+
+async def queue(out: Out, target: str, *, withdraw: str | None, as_json: bool) -> int:
+    async with servers() as found:
+        server, execution = resolve(found, target)
+        session_id = exec_id(execution)
+        if withdraw is not None:
+            answer = await server.ask("withdraw", {"sessionId": session_id, "messageId": withdraw})
+            done = bool(answer.get("withdrawn"))
+            data = {"sessionId": session_id, "messageId": withdraw, "withdrawn": done}
+            if not done:
+                why = (
+                    f"message {withdraw!r} was not withdrawn: unknown, or already read by the agent"
+                )
+                refuse(out, as_json, data, why)
+            emit(out, as_json, data, f"withdrew message {withdraw} from {session_id}")
+            return 0
+        answer = await server.ask("queue", {"sessionId": session_id})
+
+    def readable() -> str:
+        entries = answer.get("messages")
+        items = entries if isinstance(entries, list) else []
+        if not items:
+            return f"{session_id}: nothing queued"
+        rows = [f"{session_id}: {len(items)} queued"]
+        for q in items:
+            if isinstance(q, dict):
+                text = str(q.get("text", "")).replace("\n", " ")
+                who = q.get("client", "")
+                rows.append(f"  {q.get('id', '?')}  {who}  {text}")
+        return "\n".join(rows)
+
+    emit(out, as_json, {"sessionId": session_id, **answer}, readable)
+    return 0
+
+
+async def end(out: Out, target: str, *, reason: str | None, as_json: bool) -> int:
+    async with servers() as found:
+        server, execution = resolve(found, target)
+        session_id = exec_id(execution)
+        params: EndParams = {"sessionId": session_id}
+        if reason:
+            params["reason"] = reason
+        await server.ask("end", params)
+    emit(out, as_json, {"sessionId": session_id}, f"ended {session_id}")
+    return 0
+
+
+def run_verb(verb: Callable[[], Coroutine[object, object, int]]) -> int:
+    """Run one verb; a failure is one line on stderr and exit status 1."""
+    try:
+        return run(verb())
+    except (CtlError, RuntimeDirError) as e:
+        sys.stderr.write(f"agent-channel-acp: {e}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 130

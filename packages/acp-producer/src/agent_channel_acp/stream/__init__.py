@@ -1,0 +1,1 @@
+"""The stream machinery both modes share: one hub per execution, one binding per client session."""

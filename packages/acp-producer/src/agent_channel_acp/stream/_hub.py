@@ -1,0 +1,434 @@
+"""One execution, rendered once and served to any number of client sessions.
+
+The hub owns what is the same for every client: the ref, the single event subscription,
+the rendering of events into ACP updates (once, whatever the number of clients), the
+turn state, and the execution's end (with what it never read). Its parts each have a
+module: the replay ring (``_ring``), the tool cards (``_cards``), the operator queue
+(``_operator_queue``), the fan-out to the sessions (``_fanout``); each client session is
+a :class:`~._stream.Sink` (a binding) that the hub hands every live item, in order.
+
+Everything runs on the server's event loop. An execution on another thread has its
+events handed over with ``call_soon_threadsafe`` (order kept); approvals asked from
+there run here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from acp.schema import ToolCallUpdate
+from acp.utils import serialize_params
+from agent_channel import (
+    AgentRef,
+    AwaitingInput,
+    Cancel,
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageSystem,
+    ChatMessageTool,
+    ChatMessageUser,
+    Content,
+    ContentReasoning,
+    ContentText,
+    ExecutionEvent,
+    ExecutionFinished,
+    ItemsDrained,
+    MessageAppended,
+    ModelCallFinished,
+    ModelDelta,
+    StopReason,
+    ToolCall,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnCancelled,
+    TurnEnded,
+    TurnStarted,
+    thaw,
+)
+
+from . import _mapping as m
+from ._approvals import ask_driver
+from ._cards import ToolCards
+from ._fanout import Fanout
+from ._items import META, Card, Chunk, Live, Sink
+from ._queue import OperatorQueue, Queued
+from ._ring import REPLAY, Ring
+
+log = logging.getLogger("agent_channel_acp")
+
+Status = str  # "running" | "waiting for operator" | "finished" | "failed"
+
+
+class Hub:
+    """One top-level execution, served to any number of sessions (see the module)."""
+
+    fanout: type[Fanout] = Fanout
+    """How items reach the sessions: per loop step (stdio's hub hands them over at once)."""
+
+    def __init__(
+        self,
+        execution_id: str,
+        ref: AgentRef,
+        *,
+        title: str,
+        replay: int = REPLAY,
+        approve: bool = False,
+        context_window: int | None = None,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.id = execution_id
+        self.ref = ref
+        self.title = title
+        self.created = time.time()
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
+        self._context_window = context_window
+        self._on_change = on_change
+        self._ring = Ring(replay)
+        self._fanout = self.fanout(execution_id, self._changed)
+        self._emit = self._fanout.hand
+        self._cards = ToolCards(self._ring, self._emit, approving=approve)
+        self._queue = OperatorQueue(ref)
+        self._shown: OrderedDict[str, None] = OrderedDict()
+        self._last_streamed = ""
+        self._streamed_by = ""  # the model call that streamed it
+        self._history: list[ChatMessage] = []  # for a consumer that publishes but shares none
+        # state
+        self.turn_state = "idle"
+        self.parked: StopReason | None = None  # waiting for an operator message, and why
+        self.pending_approval: str | None = None
+        self.finished: ExecutionFinished | None = None
+        self.undelivered: list[dict[str, Any]] = []
+        self.ending: Callable[[], None] | None = None  # outer cancellation, when we started it
+        self.ended = asyncio.Event()
+        self._release_approvals: Callable[[], None] | None = None
+        snapshot, self._release = ref.watch(self._on_event_any_thread)
+        self.turn_state = snapshot.turn_state
+        for i, msg in enumerate(snapshot.messages):
+            self._appended(MessageAppended(message=msg, index=i))
+        if not snapshot.closed:
+            self._cards.in_flight(snapshot.messages)
+        if approve:
+            self._release_approvals = ref.route_approvals(self.approve)
+        if snapshot.closed and self.finished is None:
+            self._finish(ExecutionFinished())
+
+    # -- what the sessions and the list read -----------------------------------------------
+
+    @property
+    def cards(self) -> Mapping[str, Card]:
+        """Each tool call's title and kind, as its live card showed them (S16)."""
+        return self._cards.cards
+
+    @property
+    def card_seq(self) -> Mapping[str, int]:
+        """The sequence number of each tool call's card (newer binds got it live)."""
+        return self._cards.card_seq
+
+    @property
+    def bindings(self) -> tuple[Sink, ...]:
+        return self._fanout.sinks
+
+    @property
+    def clients(self) -> int:
+        return len(self._fanout.sinks)
+
+    @property
+    def queue(self) -> OrderedDict[str, Queued]:
+        return self._queue.items
+
+    @property
+    def running(self) -> bool:
+        return self.finished is None
+
+    @property
+    def status(self) -> Status:
+        if self.finished is not None:
+            return "failed" if self.finished.error is not None else "finished"
+        if self.parked is not None:
+            return "waiting for operator"
+        return "running"
+
+    def messages(self) -> tuple[ChatMessage, ...]:
+        """The execution's conversation now (A19): the one the consumer shares, else the
+        messages its events announced."""
+        return self.ref.messages() or tuple(self._history)
+
+    def describe(self) -> dict[str, Any]:
+        """One entry of ``_agent_channel/list`` (A24)."""
+        return {
+            "id": self.id,
+            "title": self.title,
+            "status": self.status,
+            "turnState": self.turn_state,
+            "messageCount": len(self.messages()),
+            "pendingApproval": self.pending_approval,
+            "queued": len(self._queue),
+            "drivable": self.running,
+            "clients": len(self._fanout.sinks),
+            "started": self.created,
+            "runningToolCalls": self._cards.running_tool_calls(),
+        }
+
+    # -- sessions ----------------------------------------------------------------------
+
+    def bind(self, sink: Sink, *, driver: bool) -> None:
+        """Attach ``sink``: its preamble (A5) and then every live item, atomically."""
+        self.flush()  # the step's items are in the ring: the replay has them, live must not
+        sink.attached(self, self._ring.replay(), self._turn_state_note())
+        self._fanout.add(sink, driver=driver)
+
+    def unbind(self, sink: Sink) -> None:
+        self._fanout.remove(sink)
+
+    def prompted(self, sink: Sink) -> None:
+        self._fanout.prompted(sink)
+
+    def flush(self) -> None:
+        """Hand the items of this loop step to the sessions now (see ``_fanout``)."""
+        self._fanout.flush()
+
+    def after(self, sink: Sink, run: Callable[[], object]) -> None:
+        """Run ``run`` once everything handed to ``sink`` so far is written: this loop
+        step's items first, then a mark in its outbox (the one ordering mechanism: an
+        answer after its updates, a barrier)."""
+        self._fanout.flush()
+        sink.mark(run)
+
+    async def caught_up(self, sink: Sink) -> None:
+        """Wait until everything handed to ``sink`` so far is written."""
+        self._fanout.flush()
+        await sink.flush()
+
+    # -- operator requests -------------------------------------------------------------
+
+    def post(self, content: str | tuple[Content, ...], text: str, client: str) -> str:
+        """Queue an operator message (A7); see :meth:`OperatorQueue.post`."""
+        message_id = self._queue.post(content, text, client)
+        self._queue_changed()
+        return message_id
+
+    def withdraw(self, message_id: str) -> bool:
+        if not self._queue.withdraw(message_id):
+            return False
+        self._queue_changed()
+        return True
+
+    def interrupt(self) -> bool:
+        """A driver's ``session/cancel``: stop the running turn; ``False`` when there was none.
+        While parked there is no turn to stop, and nothing is queued that could stop a later
+        one (A12, A13)."""
+        if self.finished is not None or self.parked is not None:
+            return False
+        self.ref.interrupt(Cancel("user_cancel"))
+        return True
+
+    def cancel_tool_call(self, tool_call_id: str) -> bool:
+        if self.finished is not None or not self._cards.running(tool_call_id):
+            return False
+        if not self.ref.cancel_region(tool_call_id):
+            return False
+        self._cards.cancelling(tool_call_id)
+        return True
+
+    def tool_call_state(self, tool_call_id: str) -> str:
+        return self._cards.state(tool_call_id, ended=self.finished is not None)
+
+    # -- approvals (A20) ---------------------------------------------------------------
+
+    async def approve(self, call: ToolCall) -> bool:
+        if threading.get_ident() != self._thread:
+            future = asyncio.run_coroutine_threadsafe(self._approve(call), self._loop)
+            return await asyncio.wrap_future(future)
+        return await self._approve(call)
+
+    async def _approve(self, call: ToolCall) -> bool:
+        title, kind = self._cards.asked(call)
+        self.pending_approval = call.id
+        self._changed()
+        request = ToolCallUpdate(
+            tool_call_id=call.id,
+            title=title,
+            kind=kind,
+            status="pending",
+            raw_input=thaw(call.arguments),
+        )
+        try:
+            allowed = await ask_driver(self._fanout, request)
+            if allowed:
+                self._cards.allowed(call.id)
+            return allowed
+        finally:
+            self.pending_approval = None
+            self._changed()
+
+    # -- events (the consumer's side) --------------------------------------------------
+
+    def _on_event_any_thread(self, ev: ExecutionEvent) -> None:
+        if threading.get_ident() == self._thread:
+            self._on_event(ev)
+        else:
+            self._loop.call_soon_threadsafe(self._on_event, ev)
+
+    def _on_event(self, ev: ExecutionEvent) -> None:
+        if isinstance(ev, ModelDelta):
+            mid = ev.message_id
+            self._streamed_by = ev.call_id
+            if mid != self._last_streamed:
+                self._last_streamed = mid
+                self._remember_shown(mid)
+            self._chunk(mid, ev.kind, ev.text)
+        elif isinstance(ev, ItemsDrained):
+            self.parked = None
+            if self._queue.drained(ev.items):
+                self._queue_changed()
+        elif isinstance(ev, ToolCallStarted):
+            self._cards.started(ev)
+        elif isinstance(ev, ToolCallFinished):
+            self._cards.finished(ev)
+        elif isinstance(ev, ModelCallFinished):
+            self._model_finished(ev)
+        elif isinstance(ev, MessageAppended):
+            self._appended(ev)
+        elif isinstance(ev, TurnStarted):
+            self.parked = None
+            self._turn("started")
+        elif isinstance(ev, TurnEnded):
+            if self.turn_state != "cancelled":  # A8: after cancelled, the next is started
+                self._turn("ended")
+        elif isinstance(ev, TurnCancelled):
+            self._cards.close_unfinished("cancelled")
+            self._turn("cancelled")
+        elif isinstance(ev, AwaitingInput):
+            self.parked = ev.stop_reason
+            self._changed()
+        elif isinstance(ev, ExecutionFinished):  # pyright: ignore[reportUnnecessaryIsInstance]
+            self._finish(ev)
+
+    def _model_finished(self, ev: ModelCallFinished) -> None:
+        msg = ev.message
+        if ev.cancelled:
+            self._model_cancelled(ev)
+        if msg is not None and msg.id not in self._shown:
+            self._remember_shown(msg.id)
+            self._whole(msg)
+        usage = ev.usage
+        if usage is not None and self._context_window:
+            used = min(usage.input_tokens + usage.output_tokens, self._context_window)
+            update = {"sessionUpdate": "usage_update", "used": used, "size": self._context_window}
+            self._emit(Live(None, update))
+
+    def _model_cancelled(self, ev: ModelCallFinished) -> None:
+        """A9: the client learns the model call is over."""
+        # the message this call streamed; none (the call's id) if it streamed nothing
+        streamed = self._streamed_by == ev.call_id and self._last_streamed
+        marker = m.chunk_json("text", "", streamed or ev.call_id)
+        marker["_meta"] = {f"{META}modelCall": {"id": ev.call_id, "status": "cancelled"}}
+        self._emit(Live(None, marker))
+
+    def _appended(self, ev: MessageAppended) -> None:
+        msg = ev.message
+        history = self._history
+        if ev.index == len(history):
+            history.append(msg)
+        elif ev.index < len(history):
+            history[ev.index] = msg
+        if isinstance(msg, ChatMessageUser | ChatMessageSystem):
+            self._show_input(msg)
+        elif isinstance(msg, ChatMessageAssistant) and msg.id not in self._shown:
+            self._remember_shown(msg.id)
+            self._whole(msg)
+        elif isinstance(msg, ChatMessageTool):
+            pass  # its result shows in its call's card
+
+    def _show_input(self, msg: ChatMessageUser | ChatMessageSystem) -> None:
+        """A user or system message, with its role and source (A6, A7), kept for replay."""
+        meta = {f"{META}role": msg.role}
+        if isinstance(msg, ChatMessageUser) and msg.source:
+            meta[f"{META}source"] = msg.source
+        for chunk in m.user_chunks(ChatMessageUser(id=msg.id, content=msg.content)):
+            update = serialize_params(chunk)
+            update["_meta"] = meta
+            self._ring.record(update)
+            self._emit(Live(None, update, len(msg.text)))
+
+    def _whole(self, msg: ChatMessageAssistant) -> None:
+        if isinstance(msg.content, str):
+            if msg.content:
+                self._chunk(msg.id, "text", msg.content)
+            return
+        for part in msg.content:
+            if isinstance(part, ContentReasoning):
+                self._chunk(msg.id, "reasoning", part.reasoning)
+            elif isinstance(part, ContentText) and part.text:
+                self._chunk(msg.id, "text", part.text)
+
+    def _remember_shown(self, message_id: str) -> None:
+        shown = self._shown
+        shown[message_id] = None
+        if len(shown) > 256:
+            shown.popitem(last=False)
+
+    def _turn(self, state: str) -> None:
+        self.turn_state = state
+        self._emit(self._turn_state_note())
+        self._changed()
+
+    def _turn_state_note(self) -> Live:
+        return Live("_agent_channel/turn_state", {"state": self.turn_state})
+
+    def _queue_changed(self) -> None:
+        queue = self._queue.listing()
+        self._emit(Live("_agent_channel/queue", {"messages": queue}, 64 * len(queue)))
+        self._changed()
+
+    def _finish(self, ev: ExecutionFinished) -> None:
+        if self.finished is not None:
+            return
+        self.finished = ev
+        self.parked = None
+        self._cards.close_unfinished("the execution ended")
+        final = "cancelled" if ev.stop_reason == "cancelled" else self.turn_state
+        if final in ("idle", "started"):
+            final = "ended"
+        self.turn_state = final
+        self._emit(self._turn_state_note())  # A8: a final state, always
+        self.undelivered = self._queue.undelivered(ev.undelivered)
+        ended: dict[str, Any] = {
+            "stopReason": ev.stop_reason,
+            "undelivered": self.undelivered,  # A17: never dropped silently
+        }
+        if ev.error is not None:
+            ended["error"] = ev.error
+        self._emit(Live("_agent_channel/session_ended", ended))
+        self._release()
+        if self._release_approvals is not None:
+            self._release_approvals()
+        self.ended.set()
+        self._changed()
+
+    # -- the stream ----------------------------------------------------------------------
+
+    def _chunk(self, message_id: str, kind: str, text: str) -> None:
+        self._ring.chunk(message_id, kind, text)
+        self._emit(Chunk(message_id, kind, text))
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            try:
+                self._on_change()
+            except Exception:
+                log.exception("execution %s: the change hook failed", self.id)
+
+    def close(self) -> None:
+        """Stop watching (the server is closing)."""
+        self.flush()
+        self._release()
+        if self._release_approvals is not None:
+            self._release_approvals()

@@ -1,0 +1,1 @@
+"""What both ends agree on: frames, the line transport, JSON-RPC, discovery records, stdio."""
