@@ -62,7 +62,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParse
 
 def cli_reference() -> str:
     """Markdown: one section per command with its help text verbatim."""
-    from agent_channel_acp.cli._main import build_parser
+    from agent_channel_acp.cli._parser import build_parser
 
     saved = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = str(CLI_WIDTH)  # argparse reads the width from here

@@ -36,7 +36,7 @@ def hooks() -> ModuleType:
 
 
 def test_the_cli_reference_has_every_subcommand_with_its_help(hooks: ModuleType) -> None:
-    from agent_channel_acp.cli._main import build_parser
+    from agent_channel_acp.cli._parser import build_parser
 
     page = hooks.on_page_markdown("# CLI\n\n<!-- cli-reference -->\n")
     (subparsers,) = [
@@ -100,7 +100,7 @@ def test_the_rule_table_has_every_rule_and_the_tests_named_for_it(hooks: ModuleT
     )
     assert [rule for rule, _ in rows] == documented
     proven = dict(rows)
-    assert "tests/acp/test_session_cancel.py::test_s5b_" in proven["S5b"]
+    assert "tests/acp/stdio/test_session_cancel.py::test_s5b_" in proven["S5b"]
 
 
 def _code_in(markdown: str) -> list[str]:
@@ -111,7 +111,7 @@ def _code_in(markdown: str) -> list[str]:
 
 
 def test_every_subcommand_the_pages_show_exists() -> None:
-    from agent_channel_acp.cli._main import build_parser
+    from agent_channel_acp.cli._parser import build_parser
 
     (subparsers,) = [
         a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_channel_acp.cli._main import build_parser
+from agent_channel_acp.cli._parser import build_parser
 from conftest import HERE, agent_env
 
 pytestmark = pytest.mark.skipif(
