@@ -30,7 +30,7 @@ from acp.schema import (
 from .._sigint import run
 
 if TYPE_CHECKING:
-    from .console._link import SessionUpdate
+    from .console._client import SessionUpdate
 
 
 class _Operator:

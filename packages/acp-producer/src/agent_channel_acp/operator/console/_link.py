@@ -18,56 +18,33 @@ import contextlib
 import json
 import logging
 import os
-import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from uuid import uuid4
 
-from acp import RequestError, text_block
+from acp import text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
-    AgentMessageChunk,
-    AgentPlanContentUpdate,
-    AgentPlanRemovedUpdate,
-    AgentPlanUpdate,
-    AgentThoughtChunk,
-    AllowedOutcome,
-    AvailableCommandsUpdate,
-    ConfigOptionUpdate,
-    CurrentModeUpdate,
-    DeniedOutcome,
     PermissionOption,
-    RequestPermissionResponse,
-    SessionInfoUpdate,
-    ToolCallProgress,
-    ToolCallStart,
     ToolCallUpdate,
-    UsageUpdate,
-    UserMessageChunk,
 )
 
 from ...wire._discovery import Record, RuntimeDirError, live_records, runtime_dir
 from .._connect import EXT, CtlError, ask_within, exec_id, reached
 from .._sdk import connected
+from ._client import Handler, Reader, dump
 from ._state import Entry, State
 
 if TYPE_CHECKING:
-    from collections.abc import Sized
-
-    from typing_extensions import Buffer
-
     from ...wire._frames import (
         CancelToolCallParams,
         EndParams,
         Execution,
         Frame,
-        JsonObject,
         WithdrawParams,
     )
 
 log = logging.getLogger(__name__)
-READ_SLICE = 0.005
-"""Seconds the link may read the socket without letting the console's loop run."""
 BEHIND = 64 * 1024
 """Bytes waiting to be folded past which the link counts as behind (see :meth:`Link.behind`)."""
 BACKOFF = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
@@ -79,12 +56,6 @@ MESSAGE_ID = "agent_channel.messageId"
 
 T = TypeVar("T")
 
-if TYPE_CHECKING:
-
-    class _Separator(Buffer, Sized, Protocol):
-        """What ``StreamReader.readuntil`` takes (typeshed's private ``_ReaduntilBuffer``)."""
-
-
 Target = tuple[Record, "Execution"]
 Chooser = Callable[[list[Target]], Awaitable[Target | None]]
 """Asked when several executions are served and none was named: the picker."""
@@ -92,99 +63,6 @@ Chooser = Callable[[list[Target]], Awaitable[Target | None]]
 
 class LinkError(Exception):
     """A request failed; the message is the line to show."""
-
-
-SessionUpdate = (
-    UserMessageChunk
-    | AgentMessageChunk
-    | AgentThoughtChunk
-    | ToolCallStart
-    | ToolCallProgress
-    | AgentPlanUpdate
-    | AgentPlanContentUpdate
-    | AgentPlanRemovedUpdate
-    | AvailableCommandsUpdate
-    | CurrentModeUpdate
-    | ConfigOptionUpdate
-    | SessionInfoUpdate
-    | UsageUpdate
-)
-"""What the SDK's ``Client.session_update`` takes (the link folds the stream before it)."""
-
-
-def _dump(model: ToolCallUpdate | PermissionOption) -> JsonObject:
-    """An SDK model as the JSON the wire carries (camelCase, no nulls)."""
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-class _Reader(asyncio.StreamReader):
-    """The link's socket reader: folds the stream itself and lets the event loop run.
-
-    The SDK reads a line at a time and never yields while the buffer holds one, so a fast
-    stream starved the console's screen (two frames a second under 5,000 chunks a
-    second); and for each notification it validates a model and starts a task, which cost
-    more than the fold. So ``session/update`` and ``_agent_channel/*`` notifications are
-    folded here, in wire order, straight from their JSON, and only the rest (responses,
-    requests) goes on to the SDK. After :data:`READ_SLICE` of reading the loop runs."""
-
-    def __init__(self, link: Link) -> None:
-        super().__init__(limit=1 << 24)
-        self._link = link
-        self._since = 0.0
-
-    async def _turn(self) -> None:
-        if (now := time.monotonic()) - self._since >= READ_SLICE:
-            self._since = now
-            await asyncio.sleep(0)
-
-    async def readuntil(self, separator: _Separator = b"\n") -> bytes:
-        while True:
-            await self._turn()
-            line = await super().readuntil(separator)
-            if not self._link.fold(line):
-                return line
-
-    async def readexactly(self, n: int) -> bytes:
-        await self._turn()
-        return await super().readexactly(n)
-
-    @property
-    def backlog(self) -> int:
-        """Bytes received and not folded yet."""
-        return len(self._buffer)  # pyright: ignore[reportAttributeAccessIssue, reportUnknownArgumentType, reportUnknownMemberType]
-
-
-class _Handler:
-    """The client side's handler: permission requests to the UI (the stream is folded by
-    :class:`_Reader` before the SDK sees it)."""
-
-    def __init__(self, link: Link) -> None:
-        self._link = link
-
-    async def session_update(
-        self, session_id: str, update: SessionUpdate, **kwargs: object
-    ) -> None:
-        return None
-
-    async def ext_notification(self, method: str, params: dict[str, object]) -> None:
-        return None
-
-    async def ext_method(self, method: str, params: dict[str, object]) -> dict[str, object]:
-        raise RequestError.method_not_found(f"_{method}")
-
-    async def request_permission(
-        self,
-        session_id: str,
-        tool_call: ToolCallUpdate,
-        options: list[PermissionOption],
-        **kwargs: object,
-    ) -> RequestPermissionResponse:
-        option_id = await self._link.approval(tool_call, options)
-        if option_id is None:
-            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
-        return RequestPermissionResponse(
-            outcome=AllowedOutcome(outcome="selected", option_id=option_id)
-        )
 
 
 class Link:
@@ -213,7 +91,7 @@ class Link:
         self.name = f"console-{uuid4().hex[:6]}"
         state.client_name = self.name
         self._conn: ClientSideConnection | None = None
-        self._reader: _Reader | None = None
+        self._reader: Reader | None = None
         self._answer: asyncio.Future[str | None] | None = None
         self.bound = asyncio.Event()
         """Set while bound to an execution (cleared while reconnecting)."""
@@ -226,8 +104,8 @@ class Link:
         """Show a permission request until :meth:`answer`; the option chosen (None: rejected)."""
         answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         self.state.approval = {
-            "toolCall": _dump(tool_call),
-            "options": [_dump(o) for o in options],
+            "toolCall": dump(tool_call),
+            "options": [dump(o) for o in options],
         }
         self._answer = answer
         self.changed()
@@ -308,9 +186,9 @@ class Link:
     async def _session(self) -> None:
         record, execution = await self._find()
         try:
-            self._reader = _Reader(self)
+            self._reader = Reader(self)
             async with connected(
-                record, _Handler(self), name=self.name, reader=self._reader
+                record, Handler(self), name=self.name, reader=self._reader
             ) as server:
                 conn = server.conn
                 receiving = conn._conn._recv_task  # pyright: ignore[reportPrivateUsage]
