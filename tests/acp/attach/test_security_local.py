@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 from conftest import GUARD, HERE, NOBODY, as_other_uid, raw_agent
-from fuzz_wire import Pool, Target, fuzz_env, start_serve
+from fuzz_frames import Pool
+from fuzz_targets import Target, fuzz_env, start_serve
 
 pytestmark = pytest.mark.anyio
 
@@ -239,7 +240,7 @@ async def test_the_debug_counts_are_unknown_unless_the_environment_asks_for_them
     """SECURITY.md "What is shown": ``_agent_channel/debug`` answers only with
     ``AGENT_CHANNEL_ACP_DEBUG=1``; otherwise it is an unknown method (-32601), on both
     servers."""
-    from fuzz_wire import Wire
+    from fuzz_checker import Wire
 
     for debug in (True, False):
         (tmp_path / str(debug)).mkdir()

@@ -1,4 +1,5 @@
-"""Defects the wire fuzzer found, each kept as its minimal frames (see ``test_fuzz_wire``)."""
+"""Defects the wire fuzzer found, each kept as its minimal frames (see ``test_fuzz_stdio``
+and ``test_fuzz_serve``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from typing import Any
 
 import pytest
 from conftest import GUARD, HERE
-from fuzz_wire import Pool, Wire, start_stdio
+from fuzz_checker import Wire
+from fuzz_frames import Pool
+from fuzz_targets import start_stdio
 
 pytestmark = pytest.mark.anyio
 
