@@ -24,12 +24,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 from uuid import uuid4
 
 from acp import RequestError
 from acp.schema import PermissionOption, ToolCallUpdate
 
+from ..wire._frames import DroppedNote, SessionInfoUpdate
 from ..wire._transport import encode
 from . import _mapping as m
 from ._items import META, Chunk, Item, Live, Target
@@ -117,7 +118,7 @@ class Binding:
 
     # -- binding -------------------------------------------------------------------------
 
-    def attached(self, target: Target, replay: list[dict[str, Any]], snapshot: Live) -> None:
+    def attached(self, target: Target, replay: list[dict[str, object]], snapshot: Live) -> None:
         """Bound to ``target``: the preamble, in order, then the live stream (A5)."""
         hub = target
         self.hub = hub
@@ -126,7 +127,7 @@ class Binding:
         self._owed = set(hub.card_seq).difference(replayed)
         self._preamble(hub, replay, snapshot)
 
-    def _preamble(self, hub: Target, replay: list[dict[str, Any]], snapshot: Live) -> None:
+    def _preamble(self, hub: Target, replay: list[dict[str, object]], snapshot: Live) -> None:
         interactive = self.is_driver
         verb = "Bound to" if interactive else "Observing"
         note = "" if interactive else " (observe-only)"
@@ -137,7 +138,7 @@ class Binding:
         }
         # The preamble is kept whatever the backlog (the client asked for it): it costs at
         # most the ring's bytes (``_ring.REPLAY_BYTES``) on top of the backlog limit.
-        info = {"sessionUpdate": "session_info_update", "title": hub.title}
+        info: SessionInfoUpdate = {"sessionUpdate": "session_info_update", "title": hub.title}
         items = [Live(None, confirm, keep=True), Live(None, info, keep=True)]
         items.extend(Live(None, update, keep=True) for update in replay)
         items.append(Live(snapshot.method, snapshot.payload, keep=True))
@@ -238,9 +239,6 @@ class Binding:
         """A line of our own (the picker) on this session's stream."""
         self.live(Live(None, m.chunk_json("text", text, _fresh("note"))))
 
-    def notify(self, method: str, payload: dict[str, Any]) -> None:
-        self.live(Live(method, payload))
-
     def mark(self, run: Callable[[], object]) -> None:
         """Run ``run`` once everything queued here so far was handed to the transport
         (at once when nothing is queued or held). The one ordering mechanism (see the
@@ -251,14 +249,14 @@ class Binding:
         self._outbox.put(Mark(run), keep=True)
         self._kick()
 
-    def hold_until(self, task: asyncio.Task[Any]) -> None:
+    def hold_until(self, task: asyncio.Task[object]) -> None:
         """Write nothing more until ``task`` (a request's) is done: its response is out."""
         if task.done():
             return
         self._holds += 1
         task.add_done_callback(self._release)
 
-    def _release(self, task: asyncio.Task[Any]) -> None:
+    def _release(self, task: asyncio.Task[object]) -> None:
         self._holds -= 1
         self._kick()
 
@@ -399,9 +397,10 @@ class Binding:
             "session/load reattaches it and replays the recent stream"
         )
         note = m.chunk_json("text", f"[agent-channel: {reason}]\n", _fresh("dropped"))
+        dropped: DroppedNote = {"reason": reason}
         return [
             self._frame(Live(None, note)),
-            self._frame(Live("_agent_channel/dropped", {"reason": reason})),
+            self._frame(Live("_agent_channel/dropped", dropped)),
         ]
 
     def _write(self, frame: bytes) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
 
 from acp.utils import serialize_params
 from agent_channel import (
@@ -24,8 +23,9 @@ from agent_channel import (
     thaw,
 )
 
+from ..wire._frames import RunningToolCall
 from . import _mapping as m
-from ._items import Card, Live
+from ._items import Card, Live, Payload
 from ._ring import Ring, size_of
 
 CARDS_KEPT = 1024
@@ -139,7 +139,7 @@ class ToolCards:
             return "cancelling" if tool_call_id in self._cancelled else "not_in_region"
         return "finished" if tool_call_id in self._done else "unknown"
 
-    def running_tool_calls(self) -> list[dict[str, Any]]:
+    def running_tool_calls(self) -> list[RunningToolCall]:
         """The tool calls running now, oldest first: what an operator names to cancel one."""
         running = sorted(self._unfinished, key=lambda i: self.card_seq.get(i, 0))
         return [
@@ -150,11 +150,11 @@ class ToolCards:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _card(self, update: dict[str, Any], tool_call_id: str, *, keep: bool = False) -> None:
+    def _card(self, update: Payload, tool_call_id: str, *, keep: bool = False) -> None:
         self.card_seq[tool_call_id] = self._ring.card(tool_call_id, update)
         self._emit(Live(None, update, 256, keep))
 
-    def _update(self, update: dict[str, Any], tool_call_id: str, *, keep: bool = False) -> None:
+    def _update(self, update: Payload, tool_call_id: str, *, keep: bool = False) -> None:
         self._ring.update_card(tool_call_id, update)
         self._emit(Live(None, update, size_of(update), keep, card=tool_call_id))
 

@@ -20,7 +20,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from acp.schema import ToolCallUpdate
 from acp.utils import serialize_params
@@ -52,6 +51,7 @@ from agent_channel import (
     thaw,
 )
 
+from ..wire import _frames as f
 from . import _mapping as m
 from ._approvals import ask_driver
 from ._cards import ToolCards
@@ -104,7 +104,7 @@ class Hub:
         self.parked: StopReason | None = None  # waiting for an operator message, and why
         self.pending_approval: str | None = None
         self.finished: ExecutionFinished | None = None
-        self.undelivered: list[dict[str, Any]] = []
+        self.undelivered: list[f.Undelivered] = []
         self.ending: Callable[[], None] | None = None  # outer cancellation, when we started it
         self.ended = asyncio.Event()
         self._release_approvals: Callable[[], None] | None = None
@@ -160,9 +160,11 @@ class Hub:
         messages its events announced."""
         return self.ref.messages() or tuple(self._history)
 
-    def describe(self) -> dict[str, Any]:
-        """One entry of ``_agent_channel/list`` (A24)."""
-        return {
+    def describe(self) -> dict[str, object]:
+        """One entry of ``_agent_channel/list`` (A24), checked against the shape the verbs
+        read; returned as a plain dict, which the list's callers (``agent.attach``,
+        ``hosting``) are typed to take."""
+        entry: f.Execution = {
             "id": self.id,
             "title": self.title,
             "status": self.status,
@@ -175,6 +177,7 @@ class Hub:
             "started": self.created,
             "runningToolCalls": self._cards.running_tool_calls(),
         }
+        return dict(entry)
 
     # -- sessions ----------------------------------------------------------------------
 
@@ -308,7 +311,7 @@ class Hub:
         elif isinstance(ev, AwaitingInput):
             self.parked = ev.stop_reason
             self._changed()
-        elif isinstance(ev, ExecutionFinished):  # pyright: ignore[reportUnnecessaryIsInstance]
+        elif isinstance(ev, ExecutionFinished):
             self._finish(ev)
 
     def _model_finished(self, ev: ModelCallFinished) -> None:
@@ -321,7 +324,11 @@ class Hub:
         usage = ev.usage
         if usage is not None and self._context_window:
             used = min(usage.input_tokens + usage.output_tokens, self._context_window)
-            update = {"sessionUpdate": "usage_update", "used": used, "size": self._context_window}
+            update: f.UsageUpdate = {
+                "sessionUpdate": "usage_update",
+                "used": used,
+                "size": self._context_window,
+            }
             self._emit(Live(None, update))
 
     def _model_cancelled(self, ev: ModelCallFinished) -> None:
@@ -381,11 +388,12 @@ class Hub:
         self._changed()
 
     def _turn_state_note(self) -> Live:
-        return Live("_agent_channel/turn_state", {"state": self.turn_state})
+        note: f.TurnStateNote = {"state": self.turn_state}
+        return Live("_agent_channel/turn_state", note)
 
     def _queue_changed(self) -> None:
-        queue = self._queue.listing()
-        self._emit(Live("_agent_channel/queue", {"messages": queue}, 64 * len(queue)))
+        note: f.QueueNote = {"messages": self._queue.listing()}
+        self._emit(Live("_agent_channel/queue", note, 64 * len(note["messages"])))
         self._changed()
 
     def _finish(self, ev: ExecutionFinished) -> None:
@@ -400,7 +408,7 @@ class Hub:
         self.turn_state = final
         self._emit(self._turn_state_note())  # A8: a final state, always
         self.undelivered = self._queue.undelivered(ev.undelivered)
-        ended: dict[str, Any] = {
+        ended: f.SessionEndedNote = {
             "stopReason": ev.stop_reason,
             "undelivered": self.undelivered,  # A17: never dropped silently
         }

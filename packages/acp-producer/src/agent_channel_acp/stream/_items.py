@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from acp.schema import PermissionOption, ToolCallUpdate
 from agent_channel import ToolKind
@@ -22,6 +22,10 @@ META = "agent_channel."
 Card = tuple[str, ToolKind]
 """A tool call's title and kind, as its live card showed them (S16)."""
 
+Payload = Mapping[str, object]
+"""A JSON object the stream hands on: an update (the SDK's schema serialised, or a shape of
+``wire._frames`` built directly) or an extension notification's params."""
+
 
 @dataclass(slots=True)
 class Live:
@@ -30,7 +34,7 @@ class Live:
     session id; a binding adds its own wire session id."""
 
     method: str | None
-    payload: dict[str, Any]
+    payload: Payload
     size: int = 0
     keep: bool = False
     """Never shed (approval cards: the request that follows refers to them)."""
@@ -88,7 +92,7 @@ class Sink(Protocol):
         """It fell too far behind and was shed: the hub lets it go."""
         ...
 
-    def attached(self, target: Target, replay: list[dict[str, Any]], snapshot: Live) -> None:
+    def attached(self, target: Target, replay: list[dict[str, object]], snapshot: Live) -> None:
         """Bound: its preamble (A5), then every live item."""
         ...
 

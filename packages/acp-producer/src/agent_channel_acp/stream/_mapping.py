@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Literal
 
 from acp import RequestError
 from acp.schema import (
@@ -21,8 +21,10 @@ from acp.schema import (
     TextResourceContents,
     ToolCallProgress,
     ToolCallStart,
+    ToolCallStatus,
     UserMessageChunk,
 )
+from acp.utils import serialize_params
 from agent_channel import (
     ChatMessage,
     ChatMessageAssistant,
@@ -40,8 +42,13 @@ from agent_channel import (
     thaw,
 )
 
+from ..wire._frames import ChunkUpdate, ToolCallEnd
+
 _CANCELLED = {"cancelled": "cancelled"}
-_CHUNK_KIND = {"text": "agent_message_chunk", "reasoning": "agent_thought_chunk"}
+_CHUNK_KIND: dict[str, Literal["agent_message_chunk", "agent_thought_chunk"]] = {
+    "text": "agent_message_chunk",
+    "reasoning": "agent_thought_chunk",
+}
 
 PromptBlock = (
     TextContentBlock
@@ -160,8 +167,8 @@ def tool_start(
     *,
     title: str,
     kind: ToolKind,
-    raw_input: Any,
-    status: str = "in_progress",
+    raw_input: object,
+    status: ToolCallStatus = "in_progress",
     content: str | None = None,
 ) -> ToolCallStart:
     return ToolCallStart(
@@ -169,7 +176,7 @@ def tool_start(
         tool_call_id=tool_call_id,
         title=title,
         kind=kind,
-        status=status,  # pyright: ignore[reportArgumentType]
+        status=status,
         raw_input=raw_input,
         content=_tool_content(content),
     )
@@ -187,10 +194,12 @@ def tool_started_update(ev: ToolCallStarted) -> ToolCallProgress:
     )
 
 
-def tool_end_json(tool_call_id: str, status: str, text: str | None) -> dict[str, Any]:
+def tool_end_json(
+    tool_call_id: str, status: Literal["completed", "failed"], text: str | None
+) -> ToolCallEnd:
     """A final ``tool_call_update`` (``completed`` / ``failed``, ``text`` as its content), as the
     JSON the SDK's schema serialises to. Built directly: it sits on the cancel path."""
-    update: dict[str, Any] = {
+    update: ToolCallEnd = {
         "sessionUpdate": "tool_call_update",
         "toolCallId": tool_call_id,
         "status": status,
@@ -200,14 +209,14 @@ def tool_end_json(tool_call_id: str, status: str, text: str | None) -> dict[str,
     return update
 
 
-def tool_finished_json(ev: ToolCallFinished) -> dict[str, Any]:
+def tool_finished_json(ev: ToolCallFinished) -> ToolCallEnd:
     """ACP has no ``cancelled`` tool status: a cancelled call ends ``failed``."""
     status = "completed" if ev.status == "completed" else "failed"
     text = ev.content or ev.error or _CANCELLED.get(ev.status)
     return tool_end_json(ev.tool_call_id, status, text)
 
 
-def chunk_json(kind: str, text: str, message_id: str) -> dict[str, Any]:
+def chunk_json(kind: str, text: str, message_id: str) -> ChunkUpdate:
     """An ``agent_message_chunk`` (``kind`` "text") or ``agent_thought_chunk`` ("reasoning"), as
     the JSON the SDK's schema serialises to. Built directly: it is by far the most frequent."""
     return {
@@ -217,11 +226,9 @@ def chunk_json(kind: str, text: str, message_id: str) -> dict[str, Any]:
     }
 
 
-def tool_status_update(tool_call_id: str, status: str) -> ToolCallProgress:
+def tool_status_update(tool_call_id: str, status: ToolCallStatus) -> ToolCallProgress:
     return ToolCallProgress(
-        session_update="tool_call_update",
-        tool_call_id=tool_call_id,
-        status=status,  # pyright: ignore[reportArgumentType]
+        session_update="tool_call_update", tool_call_id=tool_call_id, status=status
     )
 
 
@@ -276,8 +283,6 @@ def _tool_content(
     return [ContentToolCallContent(type="content", content=block)]
 
 
-def as_json(update: Any) -> dict[str, Any]:
-    """An update in its wire JSON form (a dict already built stays as it is)."""
-    if isinstance(update, dict):
-        return update  # pyright: ignore[reportUnknownVariableType]
-    return update.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
+def as_json(update: ReplayUpdate) -> dict[str, object]:
+    """An update in its wire JSON form."""
+    return serialize_params(update)

@@ -12,9 +12,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from agent_channel import AgentRef, ChannelFull, ChannelItem, Content, UserMessage
+
+from ..wire import _frames as f
 
 QUEUE_LIMIT = 256
 """Operator messages one execution holds unread in attach mode (every queue update lists
@@ -32,7 +33,7 @@ class Queued:
     client: str
     posted: float
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> f.Queued:
         return {"id": self.id, "text": self.text, "client": self.client, "time": self.posted}
 
 
@@ -76,26 +77,21 @@ class OperatorQueue:
             del self.items[item_id]
         return bool(taken)
 
-    def listing(self) -> list[dict[str, Any]]:
+    def listing(self) -> list[f.Queued]:
         return [q.as_json() for q in self.items.values()]
 
-    def undelivered(self, unread: Sequence[ChannelItem]) -> list[dict[str, Any]]:
+    def undelivered(self, unread: Sequence[ChannelItem]) -> list[f.Undelivered]:
         """The execution ended without reading ``unread``: what the clients are told (A17).
         The queue is empty afterwards."""
-        items = self.items
-        out = [
-            {
-                "id": i.id,
-                "text": i.text[:QUEUE_TEXT],
-                "source": i.source,
-                **(
-                    {"client": items[i.id].client, "time": items[i.id].posted}
-                    if i.id in items
-                    else {}
-                ),
-            }
-            for i in unread
-            if isinstance(i, UserMessage)
-        ]
-        items.clear()
+        out: list[f.Undelivered] = []
+        for i in unread:
+            if not isinstance(i, UserMessage):
+                continue
+            entry: f.Undelivered = {"id": i.id, "text": i.text[:QUEUE_TEXT], "source": i.source}
+            queued = self.items.get(i.id)
+            if queued is not None:  # posted here: who sent it, and when
+                entry["client"] = queued.client
+                entry["time"] = queued.posted
+            out.append(entry)
+        self.items.clear()
         return out

@@ -14,10 +14,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from . import _mapping as m
-from ._items import META
+from ._items import META, Payload
 from ._outbox import RUN_MAX
 
 REPLAY = 100
@@ -29,7 +28,7 @@ REPLAY_BYTES = 2 * 1024 * 1024
 @dataclass(slots=True)
 class _Slot:
     seq: int
-    update: dict[str, Any]
+    update: dict[str, object]
     parts: list[str] | None = None  # text of a merged chunk run
     size: int = 0
 
@@ -66,16 +65,16 @@ class Ring:
             self._bytes += len(text)
             self._trim()
         elif self._size:
-            update = m.chunk_json(kind, "", message_id)
+            update = dict(m.chunk_json(kind, "", message_id))
             self._push(_Slot(self.seq, update, [text], len(text)))
 
-    def record(self, update: Mapping[str, Any]) -> None:
+    def record(self, update: Payload) -> None:
         """Keep ``update`` (a copy) for replay."""
         self.seq += 1
         if self._size:
             self._push(_Slot(self.seq, dict(update), size=size_of(update)))
 
-    def card(self, tool_call_id: str, update: Mapping[str, Any]) -> int:
+    def card(self, tool_call_id: str, update: Payload) -> int:
         """Keep a tool call's card, into which its later updates merge; its number."""
         self.seq += 1
         if self._size:
@@ -84,7 +83,7 @@ class Ring:
             self._cards[tool_call_id] = slot
         return self.seq
 
-    def update_card(self, tool_call_id: str, update: Mapping[str, Any]) -> None:
+    def update_card(self, tool_call_id: str, update: Payload) -> None:
         """Merge a card's later update into its slot (or keep it alone if the card left)."""
         slot = self._cards.get(tool_call_id)
         if slot is None:
@@ -100,14 +99,15 @@ class Ring:
         slot.size = grown
         self._trim()
 
-    def replay(self) -> list[dict[str, Any]]:
+    def replay(self) -> list[dict[str, object]]:
         """The ring as replay updates, each marked in ``_meta`` (A5, A6)."""
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         for slot in self._slots:
             update = dict(slot.update)
             if slot.parts is not None:
                 update["content"] = {"type": "text", "text": "".join(slot.parts)}
-            meta = dict(update.get("_meta") or {})
+            prior = update.get("_meta")
+            meta: dict[str, object] = {**prior} if isinstance(prior, Mapping) else {}
             meta[f"{META}replay"] = True
             meta[f"{META}seq"] = slot.seq
             update["_meta"] = meta
@@ -126,10 +126,10 @@ class Ring:
             old = slots.popleft()
             self._bytes -= old.size
             tool_call_id = old.update.get("toolCallId")
-            if tool_call_id is not None and self._cards.get(tool_call_id) is old:
+            if isinstance(tool_call_id, str) and self._cards.get(tool_call_id) is old:
                 del self._cards[tool_call_id]
 
 
-def size_of(update: Mapping[str, Any]) -> int:
+def size_of(update: Payload) -> int:
     """About how many bytes an update holds (what the ring and outboxes count)."""
     return sum(len(v) if isinstance(v, str) else len(str(v)) for v in update.values())

@@ -1,8 +1,11 @@
 """The shapes of the JSON the producer and its clients exchange beside the ACP schema.
 
 ``TypedDict``s for the ``_agent_channel/*`` extension requests, their answers and
-notifications (docs/acp-behaviour.md A19-A26), and for the JSON-RPC frames the verbs' small
-client (:mod:`._rpc`) builds and reads. Types only: no ``acp`` and no pydantic here, so the
+notifications (docs/acp-behaviour.md A19-A26), for the JSON-RPC frames the verbs' small
+client (:mod:`._rpc`) builds and reads, and for the few ``session/update`` payloads the
+stream builds itself instead of through the SDK's schema (the hot ones: text chunks, a
+tool call's end). The stream builds these shapes and the verbs read them: one definition
+keeps the two sides in agreement. Types only: no ``acp`` and no pydantic here, so the
 verbs, which import this, still start without the SDK.
 
 A frame read off the wire is cast to its shape once its outer object is checked: the shapes
@@ -111,7 +114,8 @@ class Execution(TypedDict):
     status: str
     turnState: str
     messageCount: int
-    pendingApproval: bool
+    pendingApproval: str | None
+    """The tool call waiting for an operator's approval (readers test it for truth)."""
     queued: int
     drivable: bool
     clients: int
@@ -241,7 +245,7 @@ class Undelivered(TypedDict):
 
 class SessionEndedNote(TypedDict):
     sessionId: NotRequired[str]
-    stopReason: str
+    stopReason: str | None
     undelivered: list[Undelivered]
     error: NotRequired[str]
 
@@ -249,3 +253,45 @@ class SessionEndedNote(TypedDict):
 class DroppedNote(TypedDict):
     sessionId: NotRequired[str]
     reason: str
+
+
+# -- session/update payloads built without the SDK's schema ------------------------------
+
+
+class TextBlock(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class ChunkUpdate(TypedDict):
+    """An ``agent_message_chunk`` or ``agent_thought_chunk``: streamed text."""
+
+    sessionUpdate: Literal["agent_message_chunk", "agent_thought_chunk"]
+    content: TextBlock
+    messageId: str
+    _meta: NotRequired[dict[str, object]]
+
+
+class ToolContent(TypedDict):
+    type: Literal["content"]
+    content: TextBlock
+
+
+class ToolCallEnd(TypedDict):
+    """The ``tool_call_update`` that ends a call (ACP has no ``cancelled`` status)."""
+
+    sessionUpdate: Literal["tool_call_update"]
+    toolCallId: str
+    status: Literal["completed", "failed"]
+    content: NotRequired[list[ToolContent]]
+
+
+class UsageUpdate(TypedDict):
+    sessionUpdate: Literal["usage_update"]
+    used: int
+    size: int
+
+
+class SessionInfoUpdate(TypedDict):
+    sessionUpdate: Literal["session_info_update"]
+    title: str

@@ -13,6 +13,7 @@ from uuid import uuid4
 
 from ...stream import _mapping as m
 from ...stream._items import META
+from ...wire._frames import ChunkUpdate
 
 MIN_PREFIX = 4
 """Characters an execution id prefix needs (shorter digit strings are picker numbers)."""
@@ -39,7 +40,7 @@ class Choice(Protocol):
 C = TypeVar("C", bound=Choice)
 
 
-def listing(targets: Sequence[Choice], prefix: str = "") -> dict[str, Any]:
+def listing(targets: Sequence[Choice], prefix: str = "") -> ChunkUpdate:
     """The picker's text chunk (an ``agent_message_chunk`` update) for ``targets``."""
     if targets:
         lines = [

@@ -43,7 +43,7 @@ from ...stream._outbox import Shed
 
 log = logging.getLogger("agent_channel_acp")
 
-_FINAL = frozenset({"completed", "failed"})
+_FINAL = ("completed", "failed")
 
 
 class Prompts(Protocol):
@@ -143,14 +143,14 @@ class StdioBinding(Binding):
             return None
         update = entry.payload
         kind = update.get("sessionUpdate")
+        tool_call_id = update.get("toolCallId")
+        status = update.get("status")
+        if not isinstance(tool_call_id, str):
+            return None
         if kind == "tool_call":
-            self._owed.add(update["toolCallId"])
-        elif (
-            kind == "tool_call_update"
-            and update.get("status") in _FINAL
-            and update["toolCallId"] not in self._owed
-        ):
-            small = m.tool_end_json(update["toolCallId"], update["status"], None)
+            self._owed.add(tool_call_id)
+        elif kind == "tool_call_update" and status in _FINAL and tool_call_id not in self._owed:
+            small = m.tool_end_json(tool_call_id, status, None)
             return Live(None, small, 0, True)
         return None
 
