@@ -42,6 +42,16 @@ async def test_invalid_params_is_32602_with_the_validation_errors(agent: Agent) 
     assert e.code == -32602 and "cwd" in json.dumps(e.data)
 
 
+async def test_content_we_do_not_advertise_is_32602_with_a_reason(agent: Agent) -> None:
+    """S1 advertises no audio: an audio block is refused as invalid params, not -32603."""
+    sid = await agent.session()
+    audio = [{"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="}]
+    e = await error_of(agent, "session/prompt", {"sessionId": sid, "prompt": audio})
+    assert e.code == -32602 and "audio" in e.data["reason"]
+    e = await error_of(agent, "session/prompt", {"sessionId": sid, "prompt": []})
+    assert e.code == -32602 and e.data["reason"] == "the prompt is empty"
+
+
 async def test_unknown_session_is_32002_with_a_reason(agent: Agent) -> None:
     blocks = [{"type": "text", "text": "hello"}]
     e = await error_of(agent, "session/prompt", {"sessionId": "nope", "prompt": blocks})

@@ -7,10 +7,12 @@ Real CLI subprocess, real pipes (and a regular file for stdin), the SDK's client
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -117,3 +119,55 @@ def test_a_file_on_stdin_is_read_in_bounded_steps(tmp_path: Path) -> None:
     assert frames[0]["error"]["data"]["size"] == FLOOD  # type: ignore[index]
     assert frames[1]["result"]["agentInfo"]["name"] == "agent-channel-acp"  # type: ignore[index]
     assert peak - baseline < HEADROOM, f"peak memory grew by {(peak - baseline) >> 20} MiB"
+
+
+async def test_a_line_that_is_not_json_gets_the_same_error_before_and_after_the_token(
+    tmp_path: Path,
+) -> None:
+    """Over TCP the listener answers what comes before the token and the transport what comes
+    after: the same bad line gets the same error frame from both (one wire error type)."""
+    from serving import serving
+
+    with serving(tmp_path / "rt", "--agent", "agents:react_agent", "--port", "0") as served:
+        where = served.record["transport"]
+        reader, writer = await asyncio.open_connection(where["host"], where["port"])
+
+        async def answer(line: bytes) -> dict[str, Any]:
+            writer.write(line + b"\n")
+            while "method" in (frame := json.loads(await reader.readline())):
+                pass  # a notification
+            return frame
+
+        with anyio.fail_after(GUARD):
+            before = await answer(b"not json")
+            meta = {"agent_channel.token": where["token"]}
+            init = {"protocolVersion": 1, "_meta": meta}
+            hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
+            assert "result" in await answer(json.dumps(hello).encode())
+            after = await answer(b"not json")
+        writer.close()
+    assert before["id"] is None and before["error"]["code"] == -32700
+    assert after == before
+
+
+async def test_the_verbs_client_answers_an_unknown_server_request_as_the_sdk_does() -> None:
+    """The verbs' small client (no SDK) refuses a request it has no handler for with the
+    SDK's -32601 error object, built by the same wire error type as the servers'."""
+    import socket
+
+    from agent_channel_acp.wire._rpc import RpcClient
+
+    ours, theirs = socket.socketpair()
+    reader, writer = await asyncio.open_connection(sock=ours)
+    server_reader, server_writer = await asyncio.open_connection(sock=theirs)
+    client = RpcClient(reader, writer)
+    try:
+        request = {"jsonrpc": "2.0", "id": 5, "method": "fs/read_text_file", "params": {}}
+        server_writer.write(json.dumps(request).encode() + b"\n")
+        with anyio.fail_after(GUARD):
+            answer = json.loads(await server_reader.readline())
+    finally:
+        await client.close()
+        server_writer.close()
+    expected = RequestError.method_not_found("fs/read_text_file").to_error_obj()
+    assert answer == {"jsonrpc": "2.0", "id": 5, "error": expected}

@@ -8,7 +8,11 @@ on what one session may queue for a client that does not read.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Awaitable, Callable
+
+from agent_channel import AgentChannel, open_channel
 
 Body = Callable[[], Awaitable[object]]
 """An execution body, as an agent factory returns it."""
@@ -19,3 +23,36 @@ BACKLOG_LIMIT = 8 * 1024 * 1024
 
 class NotRunnable(TypeError):
     """The factory's body cannot be run; the message says what it was instead."""
+
+
+async def run(
+    body: Body, started: Callable[[AgentChannel, asyncio.Future[object]], object]
+) -> None:
+    """Run ``body`` as one live top-level execution, until it ends.
+
+    A channel is opened around it and marked live; once the body's awaitable runs as a
+    task, ``started(channel, task)`` is called (a hub watches the channel from there: it
+    sees every event of the execution; cancelling the task ends the execution). Raises
+    :class:`NotRunnable` when ``body`` is not callable, calling it raises, or it returns no
+    awaitable; the execution's own failure or cancellation propagates.
+    """
+    if not callable(body):
+        raise NotRunnable(f"{body!r} is not callable")
+    async with open_channel() as ch:
+        release = ch.ref().mark_live()
+        try:
+            try:
+                awaitable = body()
+            except Exception as e:
+                raise NotRunnable(f"calling the body raised {e!r}") from e
+            if not inspect.isawaitable(awaitable):
+                raise NotRunnable(f"calling the body returned {awaitable!r}, not an awaitable")
+            task = asyncio.ensure_future(awaitable)
+            try:
+                started(ch, task)
+            except BaseException:
+                task.cancel()
+                raise
+            await task
+        finally:
+            release()

@@ -2,7 +2,9 @@
 
 Exists so the two modes answer alike without importing each other: the ``initialize``
 answer (S1), the parameter names a ``_meta`` key must not replace, a prompt's text, and
-the errors a request can get (see "Errors" in ``docs/acp-behaviour.md``).
+the errors a request can get (see "Errors" in ``docs/acp-behaviour.md``): each is a
+``wire._errors.WireError``, raised to the SDK as its own error by :func:`sdk_error`, and a
+prompt the core refuses is mapped to one by :func:`refused`, the same in both modes.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from acp.schema import (
     SessionCloseCapabilities,
     SseMcpServer,
 )
-from agent_channel import ChannelFull, Content
+from agent_channel import ChannelClosed, ChannelFull, Content
 
 from .._version import __version__
 from ..stream import _mapping as m
+from ..wire._errors import WireError
 
 McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
 """An MCP server a client offers in ``session/new`` / ``session/load`` (we use none)."""
@@ -70,29 +73,25 @@ def initialize_response(protocol_version: int) -> InitializeResponse:
     )
 
 
+def sdk_error(error: WireError) -> RequestError:
+    """The SDK's error for a wire error: the one place the agent side converts (the SDK
+    answers only its own class; anything else becomes -32603 and a logged traceback)."""
+    return RequestError(error.code, error.message, error.data)
+
+
+def refused(session_id: str, error: ChannelClosed | ChannelFull) -> RequestError:
+    """A prompt the execution did not take (``ref.post`` raised), as both modes answer it:
+    the execution has ended, or too many messages wait unread (the limit says which)."""
+    if isinstance(error, ChannelFull):
+        return sdk_error(WireError.queue_full(session_id, str(error)))
+    return sdk_error(WireError.ended(session_id))
+
+
 def prompt_content(prompt: Sequence[m.PromptBlock]) -> str | tuple[Content, ...]:
     """A ``session/prompt``'s blocks as a user message's content (-32602 when empty)."""
     if not prompt:
-        raise RequestError.invalid_params({"reason": "the prompt is empty"})
-    return m.prompt_content(prompt)
-
-
-def not_found(session_id: str, why: str) -> RequestError:
-    """ACP's "resource not found" (-32002), which clients treat as "no such session"."""
-    data = {"reason": f"session {session_id!r}: {why}", "sessionId": session_id}
-    return RequestError(-32002, "Resource not found", data)
-
-
-def queue_full(session_id: str, error: ChannelFull) -> RequestError:
-    """A prompt the execution cannot take yet: too many wait unread (its own limit)."""
-    reason = f"the agent has not read the messages already queued ({error}); send again later"
-    return RequestError.invalid_request({"reason": reason, "sessionId": session_id})
-
-
-def not_attachable(session_id: str) -> RequestError:
-    return RequestError.invalid_request(
-        {
-            "reason": "the execution is not currently attachable: its loop has ended",
-            "sessionId": session_id,
-        }
-    )
+        raise sdk_error(WireError.empty_prompt())
+    try:
+        return m.prompt_content(prompt)
+    except WireError as e:  # content we did not advertise (audio)
+        raise sdk_error(e) from None

@@ -43,9 +43,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from ..wire._discovery import TOKEN_KEY
+from ..wire._errors import WireError
 
 if TYPE_CHECKING:
-    from ..wire._frames import ErrorFrame, JsonObject, TcpTransport, Transport, UnixTransport
+    from ..wire._frames import JsonObject, TcpTransport, Transport, UnixTransport
 
 log = logging.getLogger("agent_channel_acp")
 
@@ -77,17 +78,8 @@ class ListenError(RuntimeError):
 _CROWDED = "too many connections are waiting to present the token; this one waited longest"
 
 
-def error_frame(msg_id: int | str | None, code: int, message: str, reason: str) -> bytes:
-    frame: ErrorFrame = {
-        "jsonrpc": "2.0",
-        "id": msg_id,
-        "error": {"code": code, "message": message, "data": {"reason": reason}},
-    }
-    return json.dumps(frame, separators=(",", ":")).encode() + b"\n"
-
-
 def _auth_required(msg_id: int | str | None, reason: str) -> bytes:
-    return error_frame(msg_id, -32000, "Authentication required", reason)
+    return WireError.not_authenticated(reason).frame(msg_id)
 
 
 class Listener:
@@ -159,15 +151,7 @@ class Listener:
             conn.setblocking(False)
             if self.connections >= self._max:
                 log.warning("refusing a connection: %d are served already", self._max)
-                await _refuse(
-                    conn,
-                    error_frame(
-                        None,
-                        -32603,
-                        "Internal error",
-                        f"too many connections: this server serves {self._max} at once",
-                    ),
-                )
+                await _refuse(conn, WireError.too_many_connections(self._max).frame(None))
                 continue
             if self._token is not None and len(self._waiting) >= AUTH_PENDING:
                 oldest, sock = next(iter(self._waiting.items()))
@@ -262,11 +246,10 @@ class Listener:
             return None
         try:
             message: object = json.loads(line)
-        except (ValueError, RecursionError):
-            return error_frame(None, -32700, "Parse error", "not JSON"), False
+        except (ValueError, RecursionError) as e:
+            return WireError.parse_error(str(e)).frame(None), False
         if not isinstance(message, dict):
-            reason = "a frame must be a JSON object"
-            return error_frame(None, -32600, "Invalid request", reason), False
+            return WireError.not_an_object().frame(None), False
         msg = cast("JsonObject", message)
         if "id" not in msg:
             return None  # a notification: nothing to answer, nothing served

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from ..wire._discovery import TOKEN_KEY, Record, live_records, runtime_dir
-from ..wire._rpc import LINE_LIMIT, AnswerTooLarge, RpcClient, RpcError
+from ..wire._errors import WireError
+from ..wire._rpc import LINE_LIMIT, AnswerTooLarge, RpcClient
 
 if TYPE_CHECKING:
     from ..wire._frames import Execution, JsonObject
@@ -52,7 +53,7 @@ def _answer_errors() -> tuple[type[Exception], ...]:
     """The error answers a request can raise: ours, and the SDK's once it is loaded."""
     acp = sys.modules.get("acp")
     request_error: type[Exception] | None = getattr(acp, "RequestError", None)
-    return (RpcError,) if request_error is None else (RpcError, request_error)
+    return (WireError,) if request_error is None else (WireError, request_error)
 
 
 async def ask_within(call: Awaitable[T], error: type[Exception]) -> T:

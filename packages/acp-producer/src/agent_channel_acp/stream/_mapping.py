@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from acp import RequestError
 from acp.schema import (
     AgentMessageChunk,
     AgentThoughtChunk,
@@ -42,6 +41,7 @@ from agent_channel import (
     thaw,
 )
 
+from ..wire._errors import WireError
 from ..wire._frames import ChunkUpdate, ToolCallEnd
 
 _CANCELLED = {"cancelled": "cancelled"}
@@ -87,9 +87,7 @@ def prompt_content(blocks: Sequence[PromptBlock]) -> str | tuple[Content, ...]:
             else:
                 parts.append(ContentResource(uri=r.uri, blob=r.blob, mime_type=r.mime_type))
         else:
-            raise RequestError.invalid_params(
-                {"reason": "audio prompt content is not supported (not advertised)"}
-            )
+            raise WireError.invalid_params("audio prompt content is not supported (not advertised)")
     return tuple(parts)
 
 

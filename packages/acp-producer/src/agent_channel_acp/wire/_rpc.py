@@ -22,8 +22,10 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, cast
 
+from ._errors import WireError
+
 if TYPE_CHECKING:
-    from ._frames import ErrorBody, Frame, JsonValue, Outgoing
+    from ._frames import Frame, JsonValue, Outgoing
 
 
 LINE_LIMIT = 1 << 24
@@ -32,15 +34,6 @@ LINE_LIMIT = 1 << 24
 
 class AnswerTooLarge(ConnectionError):
     """The server's answer was longer than :data:`LINE_LIMIT`: the verb cannot read it."""
-
-
-class RpcError(Exception):
-    """The server answered a request with a JSON-RPC error."""
-
-    def __init__(self, code: int, message: str, data: JsonValue = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.data = data
 
 
 _IGNORED = frozenset({"session/request_permission"})
@@ -58,8 +51,8 @@ class RpcClient:
         self._reading = asyncio.get_running_loop().create_task(self._read(), name="ctl-read")
 
     async def request(self, method: str, params: Mapping[str, object]) -> JsonValue:
-        """The result of ``method``; :class:`RpcError` for an error answer, ``ConnectionError``
-        when the server closes the connection first."""
+        """The result of ``method``; a :class:`~._errors.WireError` for an error answer,
+        ``ConnectionError`` when the server closes the connection first."""
         self._next += 1
         msg_id = self._next
         answer: asyncio.Future[JsonValue] = asyncio.get_running_loop().create_future()
@@ -80,9 +73,12 @@ class RpcClient:
         self._writer.close()
 
     async def _send(self, frame: Outgoing) -> None:
+        await self._write(json.dumps({"jsonrpc": "2.0", **frame}).encode() + b"\n")
+
+    async def _write(self, line: bytes) -> None:
         if self._reading.done():
             raise ConnectionError("the server closed the connection")
-        self._writer.write(json.dumps({"jsonrpc": "2.0", **frame}).encode() + b"\n")
+        self._writer.write(line)
         await self._writer.drain()
 
     async def _read(self) -> None:
@@ -114,17 +110,8 @@ class RpcClient:
                 return
             error: object = frame.get("error")
             if isinstance(error, dict):
-                body = cast("dict[str, JsonValue]", error)
-                code, message = body.get("code"), body.get("message")
-                answer.set_exception(
-                    RpcError(
-                        code if isinstance(code, int) else -32603,
-                        message if isinstance(message, str) else "Error",
-                        body.get("data"),
-                    )
-                )
+                answer.set_exception(WireError.read(cast("dict[str, object]", error)))
             else:
                 answer.set_result(frame.get("result"))
         elif "id" in frame and method not in _IGNORED:
-            not_found: ErrorBody = {"code": -32601, "message": "Method not found", "data": method}
-            await self._send({"id": frame["id"], "error": not_found})
+            await self._write(WireError.method_not_found(method).frame(frame["id"]))

@@ -43,6 +43,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+from ._errors import WireError
+
 log = logging.getLogger("agent_channel_acp")
 
 MAX_FRAME = 8 << 20
@@ -111,13 +113,11 @@ class LineTransport:
                 message: Any = json.loads(line)
             except (ValueError, RecursionError) as e:
                 log.warning("dropping a frame that is not JSON: %s", e)
-                await self._reject(None, -32700, "Parse error", {"details": str(e)})
+                await self._reject(None, WireError.parse_error(str(e)))
                 continue
             if not isinstance(message, dict):
                 log.warning("dropping a JSON frame that is not an object")
-                await self._reject(
-                    None, -32600, "Invalid request", {"reason": "a frame must be a JSON object"}
-                )
+                await self._reject(None, WireError.not_an_object())
                 continue
             checked = await self._check(message)  # pyright: ignore[reportUnknownArgumentType]
             if checked is not None:
@@ -217,11 +217,7 @@ class LineTransport:
                     params["_meta"] = {k: v for k, v in meta.items() if k not in clash}  # pyright: ignore[reportUnknownVariableType]
         if has_id and len(self._unanswered) >= MAX_IN_FLIGHT:
             log.warning("refusing a request: %d already wait for their answer", MAX_IN_FLIGHT)
-            reason = (
-                f"{MAX_IN_FLIGHT} requests of this connection already wait for their answer "
-                "(the limit); send again once some are answered"
-            )
-            await self._reject(msg_id, -32603, "Internal error", {"reason": reason})
+            await self._reject(msg_id, WireError.too_many_requests(MAX_IN_FLIGHT))
             return None
         if has_id:  # the SDK sees an id of ours, unique; the response gets the client's back
             self._next_id += 1
@@ -247,25 +243,20 @@ class LineTransport:
             log.warning("ignoring notification %s: its params need a string sessionId", method)
         return ok
 
-    async def _invalid(self, msg_id: object, reason: str) -> None:
+    async def _invalid(self, msg_id: int | str | None, reason: str) -> None:
         log.warning("rejecting an invalid request: %s", reason)
-        await self._reject(msg_id, -32600, "Invalid request", {"reason": reason})
+        await self._reject(msg_id, WireError.invalid_request(reason))
 
     async def _refuse_oversized(self, line: _Oversized) -> None:
         log.warning("dropping a frame of %d bytes (the limit is %d)", line.size, MAX_FRAME)
-        reason = (
-            f"the frame is {line.size} bytes, over the {MAX_FRAME >> 20} MiB limit "
-            f"({MAX_FRAME} bytes)"
-        )
-        data = {"reason": reason, "limit": MAX_FRAME, "size": line.size}
-        await self._reject(_request_id(line.head), -32600, "Invalid request", data)
+        await self._reject(_request_id(line.head), WireError.frame_too_large(line.size, MAX_FRAME))
 
-    async def _reject(self, msg_id: object, code: int, text: str, data: dict[str, Any]) -> None:
+    async def _reject(self, msg_id: int | str | None, error: WireError) -> None:
         """Answer a frame the SDK never sees; waits only on this client's own stream."""
         if self._closed or self._gone:
             return
         try:
-            self._writer.write(_error_frame(msg_id, code, text, data))
+            self._writer.write(error.frame(msg_id))
             await self._writer.drain()
         except ConnectionError:
             self._lost()
@@ -346,7 +337,7 @@ def encode(value: object) -> bytes:
 _TOKEN = re.compile(rb'\s*("(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+)')
 
 
-def _request_id(head: bytes) -> object:
+def _request_id(head: bytes) -> int | str | None:
     """The id of the request whose frame starts with ``head``, or None.
 
     Scans the top-level keys only, and answers an id only once ``method`` was
@@ -382,8 +373,3 @@ def _request_id(head: bytes) -> object:
     except ValueError:
         return None
     return value if isinstance(value, str | int) and not isinstance(value, bool) else None
-
-
-def _error_frame(msg_id: object, code: int, text: str, data: dict[str, Any]) -> bytes:
-    frame = {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": text, "data": data}}
-    return json.dumps(frame, separators=(",", ":")).encode() + b"\n"

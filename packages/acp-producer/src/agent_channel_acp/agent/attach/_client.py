@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 from uuid import uuid4
 
-from acp import RequestError
 from acp.agent.connection import AgentSideConnection
 from acp.schema import (
     ClientCapabilities,
@@ -36,16 +35,10 @@ from ...stream import _mapping as m
 from ...stream._binding import Binding
 from ...stream._hub import Hub
 from ...stream._items import META, Live
+from ...wire._errors import WireError
 from ...wire._transport import LineTransport
 from .. import _debug as debug
-from .._handler import (
-    McpServer,
-    initialize_response,
-    not_attachable,
-    not_found,
-    prompt_content,
-    queue_full,
-)
+from .._handler import McpServer, initialize_response, prompt_content, refused, sdk_error
 from . import _picker as picker
 from ._requests import REQUESTS
 
@@ -168,17 +161,13 @@ class AttachClient:
             self._pick(binding, text.strip())
             return PromptResponse(stop_reason="end_turn")
         if not hub.running:
-            raise not_attachable(session_id)
+            raise sdk_error(WireError.ended(session_id))
         if binding.observe:
-            raise RequestError.invalid_request(
-                {"reason": "this session observes only: it cannot prompt", "sessionId": session_id}
-            )
+            raise sdk_error(WireError.observer(session_id))
         try:
             message_id = hub.post(content, text, self.name)
-        except ChannelClosed:
-            raise not_attachable(session_id) from None
-        except ChannelFull as e:
-            raise queue_full(session_id, e) from None
+        except (ChannelClosed, ChannelFull) as e:
+            raise refused(session_id, e) from None
         hub.prompted(binding)
         await self._caught_up()  # the queue's update goes out before the answer
         # A7: the agent reads it at its boundary; the id is the one the queue lists (A25)
@@ -205,9 +194,9 @@ class AttachClient:
             return debug.counts(**self._server.counts())
         handler = REQUESTS.get(method)
         if handler is None:
-            raise RequestError.method_not_found(f"_{method}")
+            raise sdk_error(WireError.method_not_found(f"_{method}"))
         if not isinstance(params, dict):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise RequestError.invalid_params({"reason": "params must be an object"})
+            raise sdk_error(WireError.invalid_params("params must be an object"))
         result = await handler(self, params)
         await self._caught_up()
         return result
@@ -220,7 +209,7 @@ class AttachClient:
     def target(self, params: dict[str, Any]) -> Hub:
         session_id = params.get("sessionId")
         if not isinstance(session_id, str) or not session_id:
-            raise RequestError.invalid_params({"reason": "sessionId must be a non-empty string"})
+            raise sdk_error(WireError.invalid_params("sessionId must be a non-empty string"))
         return self._hubs.get(session_id) or self._server.hub(session_id)
 
     def known(self, session_id: str) -> bool:
@@ -247,8 +236,8 @@ class AttachClient:
         if binding is not None:
             return binding
         if self._server.known(session_id):
-            raise not_found(session_id, "not bound on this connection (session/load binds it)")
-        raise not_found(session_id, "no such session on this server")
+            raise sdk_error(WireError.not_bound(session_id))
+        raise sdk_error(WireError.unknown_session(session_id))
 
     def _leave(self, wire_id: str) -> None:
         binding = self._bindings.pop(wire_id, None)

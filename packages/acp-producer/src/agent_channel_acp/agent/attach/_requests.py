@@ -19,7 +19,8 @@ from acp import RequestError
 from agent_channel import ChatMessage, ChatMessageAssistant
 
 from ...stream._hub import Hub
-from .._handler import not_found
+from ...wire._errors import WireError
+from .._handler import sdk_error
 
 log = logging.getLogger("agent_channel_acp")
 
@@ -58,13 +59,13 @@ async def _messages(asker: Asker, params: Params) -> Result:
     full = params.get("full", False)
     tail = params.get("tail")
     if not isinstance(every, bool) or not isinstance(full, bool):
-        raise RequestError.invalid_params({"reason": "all and full must be booleans"})
+        raise sdk_error(WireError.invalid_params("all and full must be booleans"))
     if tail is not None and every:
-        raise RequestError.invalid_params({"reason": "all and tail are mutually exclusive"})
+        raise sdk_error(WireError.invalid_params("all and tail are mutually exclusive"))
     if tail is None:
         tail = TAIL
     if isinstance(tail, bool) or not isinstance(tail, int) or tail < 1:
-        raise RequestError.invalid_params({"reason": "tail must be an integer of at least 1"})
+        raise sdk_error(WireError.invalid_params("tail must be an integer of at least 1"))
     messages = hub.messages()
     picked = messages if every else messages[-tail:]
     return {
@@ -90,7 +91,7 @@ async def _cancel_tool_call(asker: Asker, params: Params) -> Result:
     session_id = _string(params, "sessionId")
     tool_call_id = _string(params, "toolCallId")
     if not asker.known(session_id):
-        raise not_found(session_id, "no execution with this id on this server")
+        raise sdk_error(WireError.unknown_session(session_id))
     try:
         hub = asker.target(params)
     except RequestError:
@@ -114,15 +115,10 @@ async def _end(asker: Asker, params: Params) -> Result:
     hub = asker.target(params)
     reason = params.get("reason")
     if reason is not None and not isinstance(reason, str):
-        raise RequestError.invalid_params({"reason": "reason must be a string"})
+        raise sdk_error(WireError.invalid_params("reason must be a string"))
     if hub.running:
         if hub.ending is None:
-            raise RequestError.invalid_request(
-                {
-                    "reason": "this execution was not started by the server: its program ends it",
-                    "sessionId": hub.id,
-                }
-            )
+            raise sdk_error(WireError.not_ours_to_end(hub.id))
         log.info("execution %s: ended by %s (%s)", hub.id, asker.name, reason or "no reason")
         hub.ending()
         with contextlib.suppress(TimeoutError):
@@ -146,7 +142,7 @@ REQUESTS: dict[str, Callable[[Asker, Params], Awaitable[Result]]] = {
 def _string(params: Params, key: str) -> str:
     value = params.get(key)
     if not isinstance(value, str) or not value:
-        raise RequestError.invalid_params({"reason": f"{key} must be a non-empty string"})
+        raise sdk_error(WireError.invalid_params(f"{key} must be a non-empty string"))
     return value
 
 

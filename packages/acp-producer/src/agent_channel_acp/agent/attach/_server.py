@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 from collections.abc import Callable
 from typing import Any, ClassVar, cast
@@ -20,14 +19,15 @@ from uuid import uuid4
 
 from acp import Agent
 from acp.agent.connection import AgentSideConnection
-from agent_channel import AgentRef, open_channel
+from agent_channel import AgentChannel, AgentRef
 
 from ...stream._hub import Hub
 from ...stream._outbox import check_limit
+from ...wire._errors import WireError
 from ...wire._transport import LineTransport
-from .._execution import BACKLOG_LIMIT, Body, NotRunnable
+from .._execution import BACKLOG_LIMIT, Body, run
 from .._finished import Forgotten
-from .._handler import not_found, shadowed_names
+from .._handler import sdk_error, shadowed_names
 from ._client import AttachClient
 
 log = logging.getLogger("agent_channel_acp")
@@ -60,7 +60,7 @@ class AttachServer:
         self._hubs: dict[str, Hub] = {}
         self._forgotten = Forgotten()
         self._clients: set[AttachClient] = set()
-        self._runs: set[asyncio.Task[Any]] = set()
+        self._runs: set[asyncio.Future[object]] = set()
         self.on_change: Callable[[], None] | None = None
         """Called when the list of executions or their state changes (discovery records)."""
 
@@ -83,24 +83,19 @@ class AttachServer:
         return execution_id
 
     async def run(self, body: Body, *, title: str) -> str:
-        """Open a channel, add it, run ``body`` to completion inside it.
+        """Add ``body``'s execution, run it to completion (``_execution.run``: live, in a
+        channel of its own); its id. Raises ``NotRunnable`` when it cannot run.
 
-        The execution is live (an operator surface is attached, so an interactive agent
-        waits for messages instead of ending). ``_agent_channel/end`` cancels the body;
-        that ends this call normally.
+        ``_agent_channel/end`` cancels the body; that ends this call normally.
         """
-        async with open_channel() as ch:
-            ref = ch.ref()
-            execution_id = self.add(ref, title=title)
-            hub = self._hubs[execution_id]
-            release = ref.mark_live()
-            run = body()
-            if not inspect.isawaitable(run):
-                release()
-                raise NotRunnable(f"calling the body returned {run!r}, not an awaitable")
-            task = asyncio.ensure_future(run)
+        execution_id = ""
+        ended = False
+
+        def started(ch: AgentChannel, task: asyncio.Future[object]) -> None:
+            nonlocal execution_id
+            execution_id = self.add(ch.ref(), title=title)
             self._runs.add(task)
-            ended = False
+            task.add_done_callback(self._runs.discard)
 
             def end() -> None:
                 nonlocal ended
@@ -109,15 +104,13 @@ class AttachServer:
                     ch.stop_reason = "cancelled"
                 task.cancel()
 
-            hub.ending = end
-            try:
-                await task
-            except asyncio.CancelledError:
-                if not ended or _cancelling():
-                    raise
-            finally:
-                self._runs.discard(task)
-                release()
+            self._hubs[execution_id].ending = end
+
+        try:
+            await run(body, started)
+        except asyncio.CancelledError:
+            if not ended or _cancelling():
+                raise
         return execution_id
 
     def executions(self) -> list[dict[str, Any]]:
@@ -132,8 +125,8 @@ class AttachServer:
         if hub is not None:
             return hub
         if session_id in self._forgotten:
-            raise not_found(session_id, "the execution finished and is no longer kept")
-        raise not_found(session_id, "no execution with this id on this server")
+            raise sdk_error(WireError.forgotten_session(session_id))
+        raise sdk_error(WireError.unknown_session(session_id))
 
     def known(self, session_id: str) -> bool:
         return session_id in self._hubs or session_id in self._forgotten

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, cast
 from uuid import uuid4
 
-from acp import Agent, RequestError
+from acp import Agent
 from acp.agent.connection import AgentSideConnection
 from acp.schema import (
     ClientCapabilities,
@@ -30,11 +30,12 @@ from acp.schema import (
 from ...stream import _mapping as m
 from ...stream._binding import Writer
 from ...stream._outbox import check_limit
+from ...wire._errors import WireError
 from ...wire._transport import LineTransport
 from .. import _debug as debug
 from .._execution import BACKLOG_LIMIT, Body, NotRunnable
 from .._finished import Forgotten
-from .._handler import McpServer, initialize_response, not_found, prompt_content, shadowed_names
+from .._handler import McpServer, initialize_response, prompt_content, sdk_error, shadowed_names
 from ._session import Session
 
 log = logging.getLogger("agent_channel_acp")
@@ -131,9 +132,7 @@ class AcpServer:
             body = self._factory(self._model)
         except Exception as e:
             log.exception("the agent factory failed")
-            raise RequestError.internal_error(
-                {"reason": "the agent factory failed", "details": repr(e)}
-            ) from e
+            raise sdk_error(WireError.factory_failed(repr(e))) from e
         session = Session(
             uuid4().hex,
             self,
@@ -149,9 +148,7 @@ class AcpServer:
         except NotRunnable as e:
             self._sessions.pop(session.id, None)
             log.error("the agent factory did not return a runnable body: %s", e)
-            raise RequestError.internal_error(
-                {"reason": "the agent factory did not return a runnable body", "details": str(e)}
-            ) from None
+            raise sdk_error(WireError.not_runnable(str(e))) from None
         # Updates flow once this request's task is done: its response is written (S2).
         return NewSessionResponse(session_id=session.id)
 
@@ -191,7 +188,7 @@ class AcpServer:
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if debug.asked(method):
             return debug.counts(sessions=len(self._sessions), finished=len(self._finished))
-        raise RequestError.method_not_found(f"_{method}")
+        raise sdk_error(WireError.method_not_found(f"_{method}"))
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         log.info("ignoring extension notification _%s", method)
@@ -203,8 +200,8 @@ class AcpServer:
         if session is not None:
             return session
         if session_id in self._forgotten:
-            raise not_found(session_id, "it finished and is no longer kept, or it was closed")
-        raise not_found(session_id, "unknown session: this connection holds no such session")
+            raise sdk_error(WireError.forgotten_session(session_id))
+        raise sdk_error(WireError.unknown_session(session_id))
 
     def _session_done(self, session: Session) -> None:
         """A session's execution ended and its last updates are out: keep it for load only."""

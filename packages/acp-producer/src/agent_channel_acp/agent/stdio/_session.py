@@ -21,16 +21,15 @@ holds from the start until the ``session/new`` response is written (S2).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp import RequestError
 from acp.schema import PromptResponse
 from acp.schema import Usage as AcpUsage
 from agent_channel import (
+    AgentChannel,
     AgentRef,
     AwaitingInput,
     Cancel,
@@ -47,21 +46,18 @@ from agent_channel import (
     TurnCancelled,
     Usage,
     UserMessage,
-    open_channel,
 )
 
 from ...stream import _mapping as m
 from ...stream._binding import Peer
-from .._execution import BACKLOG_LIMIT, Body, NotRunnable
-from .._handler import queue_full
+from ...wire._errors import WireError
+from .._execution import BACKLOG_LIMIT, Body, NotRunnable, run
+from .._handler import refused, sdk_error
 from ._stream import StdioBinding, StdioHub
 
 __all__ = ["BACKLOG_LIMIT", "Body", "NotRunnable", "Session"]  # the first three: old places
 
 log = logging.getLogger("agent_channel_acp")
-
-NOT_READ = "the agent finished before reading this prompt"
-FINISHED = "the session's agent has finished"
 
 _RECENT = 256  # prompt ids remembered to tell "ours" from "new" (bounded)
 
@@ -141,8 +137,6 @@ class Session:
         """Start the execution; return once it runs. Raises :class:`NotRunnable`.
 
         Called by ``session/new``: nothing is written before its response (S2)."""
-        if not callable(self._body):
-            raise NotRunnable(f"it returned {self._body!r}, which is not callable")
         task = asyncio.current_task()
         if task is not None:
             self._binding.hold_until(task)
@@ -174,31 +168,9 @@ class Session:
 
     async def _run(self) -> None:
         try:
-            async with open_channel() as ch:
-                ref = ch.ref()
-                try:
-                    run = self._body()
-                except Exception as e:
-                    self._start_error = f"calling it raised {e!r}"
-                    return
-                if not inspect.isawaitable(run):
-                    self._start_error = f"calling it returned {run!r}, not an awaitable"
-                    return
-                self._ref = ref
-                release = ref.mark_live()
-                hub = self._hub = StdioHub(
-                    self,
-                    self.id,
-                    ref,
-                    approve=self._approve,
-                    context_window=self._context_window,
-                )
-                hub.bind(self._binding, driver=True)
-                self._ready.set()
-                try:
-                    await run
-                finally:
-                    release()
+            await run(self._body, self._started)
+        except NotRunnable as e:
+            self._start_error = str(e)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -206,13 +178,22 @@ class Session:
         finally:
             self._ready.set()
 
+    def _started(self, ch: AgentChannel, task: asyncio.Future[object]) -> None:
+        """The execution runs: its hub watches it, this session's binding bound (the driver)."""
+        ref = self._ref = ch.ref()
+        hub = self._hub = StdioHub(
+            self, self.id, ref, approve=self._approve, context_window=self._context_window
+        )
+        hub.bind(self._binding, driver=True)
+        self._ready.set()
+
     # -- requests ----------------------------------------------------------------------
 
     async def prompt(self, content: str | tuple[Content, ...]) -> PromptResponse:
         """Post the prompt and wait for its answer (see the module docstring)."""
         ref = self._ref
         if ref is None or self._finished is not None:
-            raise RequestError.invalid_request({"reason": FINISHED, "sessionId": self.id})
+            raise sdk_error(WireError.ended(self.id))
         item = UserMessage(content, source="operator")
         p = _Prompt(item.id, asyncio.get_running_loop().create_future(), asyncio.current_task())
         self._pending[item.id] = self._queued[item.id] = p  # before a drain can see it
@@ -222,9 +203,7 @@ class Session:
         except (ChannelClosed, ChannelFull) as e:
             del self._pending[item.id], self._queued[item.id]
             self._own.take(item.id)
-            if isinstance(e, ChannelFull):
-                raise queue_full(self.id, e) from None
-            raise RequestError.invalid_request({"reason": FINISHED, "sessionId": self.id}) from None
+            raise refused(self.id, e) from None
         return await p.future
 
     def cancel(self) -> None:
@@ -353,11 +332,9 @@ class Session:
             if p.cancelled:
                 fut.set_result(PromptResponse(stop_reason="cancelled", usage=usage))
             elif a.unread:
-                fut.set_exception(RequestError.invalid_request({"reason": NOT_READ}))
+                fut.set_exception(sdk_error(WireError.not_read(self.id)))
             elif a.error is not None:
-                fut.set_exception(
-                    RequestError.internal_error({"reason": "the agent failed", "details": a.error})
-                )
+                fut.set_exception(sdk_error(WireError.agent_failed(a.error)))
             else:
                 fut.set_result(PromptResponse(stop_reason=a.stop_reason, usage=usage))
             if p.task is not None:
