@@ -36,6 +36,8 @@ def _contract_names() -> dict[str, str]:
 
 
 def _run(cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    # Wide enough that no contract name or import chain is wrapped across lines.
+    env = {**(os.environ if env is None else env), "COLUMNS": "300"}
     return subprocess.run(
         [_lint_imports(), "--no-cache", str(CONFIG)],
         cwd=cwd,
