@@ -398,3 +398,12 @@ def named_agent(model: str | None = None) -> Callable[[], Awaitable[None]]:
                 await wait_for_message(ch)
 
     return Scout()
+
+
+def raising_body(model: str | None = None) -> Any:
+    """A factory whose body raises when called (a plain function, not an async one)."""
+
+    def body() -> Any:
+        raise RuntimeError("no body today")
+
+    return body

@@ -101,19 +101,10 @@ def unnamed(refused: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def raising_body(model: str | None = None) -> Any:
-    """A factory whose body raises when called (a plain function, not an async one)."""
-
-    def body() -> Any:
-        raise RuntimeError("no body today")
-
-    return body
-
-
 async def test_a_body_whose_call_raises_cannot_run_in_either_mode(tmp_path: Path) -> None:
     """One start of an execution for both modes: stdio's ``session/new`` fails -32603 and
     ``serve`` ends in one line, both saying the same of the body."""
-    factory = f"{Path(__file__).stem}:raising_body"
+    factory = "agents:raising_body"
     async with spawn("--agent", factory) as agent:
         with anyio.fail_after(GUARD), pytest.raises(RequestError) as e:
             await agent.session()
