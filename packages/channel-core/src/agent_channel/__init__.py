@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from ._channel import Subscriber as Subscriber
     from ._channel import agent_channel as agent_channel
     from ._channel import open_channel as open_channel
+    from ._children import ChildBody as ChildBody
+    from ._children import ChildLimits as ChildLimits
+    from ._children import Steering as Steering
+    from ._children import SteerOutcome as SteerOutcome
     from ._consume import Folded as Folded
     from ._consume import cancelled_result as cancelled_result
     from ._consume import fold as fold
@@ -47,7 +51,15 @@ if TYPE_CHECKING:
     from ._errors import ChannelClosed as ChannelClosed
     from ._errors import ChannelFull as ChannelFull
     from ._errors import NotOwner as NotOwner
+    from ._errors import SpawnRefused as SpawnRefused
+    from ._errors import UnknownChild as UnknownChild
     from ._events import AwaitingInput as AwaitingInput
+    from ._events import ChildEnded as ChildEnded
+    from ._events import ChildInfo as ChildInfo
+    from ._events import ChildStarted as ChildStarted
+    from ._events import ChildStatus as ChildStatus
+    from ._events import ChildSteered as ChildSteered
+    from ._events import ChildUpdated as ChildUpdated
     from ._events import ExecutionEvent as ExecutionEvent
     from ._events import ExecutionFinished as ExecutionFinished
     from ._events import ItemsDrained as ItemsDrained
@@ -65,10 +77,14 @@ if TYPE_CHECKING:
     from ._events import TurnState as TurnState
     from ._events import Usage as Usage
     from ._frozen import thaw as thaw
+    from ._items import Announce as Announce
     from ._items import AnyItem as AnyItem
     from ._items import Cancel as Cancel
     from ._items import CancelReason as CancelReason
     from ._items import ChannelItem as ChannelItem
+    from ._items import ChildEnd as ChildEnd
+    from ._items import LimitName as LimitName
+    from ._items import Steer as Steer
     from ._items import UserMessage as UserMessage
     from ._items import parse_item as parse_item
     from ._messages import ChatMessage as ChatMessage
@@ -81,6 +97,10 @@ if TYPE_CHECKING:
     from ._regions import NullRegion as NullRegion
     from ._regions import Region as Region
     from ._snapshot import ExecutionSnapshot as ExecutionSnapshot
+    from ._supervisor import ChildControl as ChildControl
+    from ._supervisor import Supervisor as Supervisor
+    from ._supervisor import agent_supervisor as agent_supervisor
+    from ._supervisor import open_supervisor as open_supervisor
 else:  # hidden from type checkers, so a misspelt name is still an error
     # <names> written by scripts/gen_names.py from the block above: edit that, then run it
     _HOME = {
@@ -90,6 +110,10 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "Subscriber": "_channel",
         "agent_channel": "_channel",
         "open_channel": "_channel",
+        "ChildBody": "_children",
+        "ChildLimits": "_children",
+        "Steering": "_children",
+        "SteerOutcome": "_children",
         "Folded": "_consume",
         "cancelled_result": "_consume",
         "fold": "_consume",
@@ -109,7 +133,15 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "ChannelClosed": "_errors",
         "ChannelFull": "_errors",
         "NotOwner": "_errors",
+        "SpawnRefused": "_errors",
+        "UnknownChild": "_errors",
         "AwaitingInput": "_events",
+        "ChildEnded": "_events",
+        "ChildInfo": "_events",
+        "ChildStarted": "_events",
+        "ChildStatus": "_events",
+        "ChildSteered": "_events",
+        "ChildUpdated": "_events",
         "ExecutionEvent": "_events",
         "ExecutionFinished": "_events",
         "ItemsDrained": "_events",
@@ -127,10 +159,14 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "TurnState": "_events",
         "Usage": "_events",
         "thaw": "_frozen",
+        "Announce": "_items",
         "AnyItem": "_items",
         "Cancel": "_items",
         "CancelReason": "_items",
         "ChannelItem": "_items",
+        "ChildEnd": "_items",
+        "LimitName": "_items",
+        "Steer": "_items",
         "UserMessage": "_items",
         "parse_item": "_items",
         "ChatMessage": "_messages",
@@ -143,6 +179,10 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "NullRegion": "_regions",
         "Region": "_regions",
         "ExecutionSnapshot": "_snapshot",
+        "ChildControl": "_supervisor",
+        "Supervisor": "_supervisor",
+        "agent_supervisor": "_supervisor",
+        "open_supervisor": "_supervisor",
     }
     # </names>
     __all__ = sorted(_HOME)

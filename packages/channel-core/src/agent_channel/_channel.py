@@ -30,6 +30,7 @@ from ._snapshot import ExecutionSnapshot
 if TYPE_CHECKING:  # the event models are imported where the first event is built
     from ._events import ExecutionEvent, StopReason, TurnEnded, TurnStarted, TurnState
     from ._messages import ChatMessage, ToolCall
+    from ._supervisor import ChildControl, Supervisor
 
 _isa = type.__instancecheck__
 """``isinstance`` for the hot paths: a pydantic class's own goes through the (slower) ABC check."""
@@ -94,6 +95,7 @@ class AgentChannel:
         "_seq",
         "_shared",
         "_subscribers",
+        "_supervisor",
         "_task",
         "_thread",
         "_waiter",
@@ -124,6 +126,7 @@ class AgentChannel:
         self._regions: dict[str, Region] = {}
         self._shared: list[ChatMessage] | None = None
         self._seq = 0  # events published
+        self._supervisor: Supervisor | None = None  # set by open_supervisor() for its lifetime
         self.stop_reason: StopReason | None = None
         """The consumer's last word on why it stopped; reported in :class:`ExecutionFinished`."""
         self.turn_state: TurnState = "idle"
@@ -490,6 +493,17 @@ class AgentChannel:
         self._call_on_loop(region._stop)
         return True
 
+    def _post_unbounded(self, item: ChannelItem) -> None:
+        """:meth:`post` past ``max_queued``: for items bounded elsewhere (one Announce per
+        child, and a supervisor has at most ``max_total`` children), which must not be lost."""
+        with self._lock:
+            if self._closed:
+                raise ChannelClosed(f"execution finished; {item.type} {item.id} not delivered")
+            self._queue.append(item)
+        waiter = self._waiter
+        if waiter is not None:
+            self._call_on_loop(waiter.set)
+
     def _route_approvals(self, approver: Approver) -> Callable[[], None]:
         if not callable(approver):
             raise TypeError(f"route_approvals() takes an async callable, not {_kind(approver)}")
@@ -746,6 +760,17 @@ class AgentRef:
         return self._channel.turn_state
 
     @property
+    def children(self) -> ChildControl:
+        """The execution's children, for an operator: list, read, steer, stop (by id).
+
+        Goes through the execution's supervisor (``open_supervisor``); a producer never
+        gets a child's ref. Safe from any thread.
+        """
+        from ._supervisor import ChildControl
+
+        return ChildControl(self._channel)
+
+    @property
     def closed(self) -> bool:
         """True once the execution has finished."""
         return self._channel._closed
@@ -778,6 +803,7 @@ class _InertChannel(AgentChannel):
     _cancels = property(lambda self: 0, lambda self, value: None)  # type: ignore[assignment]
     _scope = property(lambda self: None, lambda self, value: None)  # type: ignore[assignment]
     _claimed = property(lambda self: None, lambda self, value: None)  # type: ignore[assignment]
+    _supervisor = property(lambda self: None, lambda self, value: None)  # type: ignore[assignment]
 
     def post(self, item: ChannelItem) -> None:
         if not isinstance(item, ChannelItem):  # pyright: ignore[reportUnnecessaryIsInstance]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ._channel import AgentChannel
 from ._content import Content, ContentText
 from ._events import AwaitingInput, StopReason
-from ._items import Cancel, CancelReason, ChannelItem, UserMessage
+from ._items import Announce, Cancel, CancelReason, ChannelItem, Steer, UserMessage
 from ._messages import (
     ChatMessage,
     ChatMessageAssistant,
@@ -45,21 +45,30 @@ class Folded:
 def fold(items: Iterable[ChannelItem]) -> Folded:
     """Coalesce runs of messages from one source into one user message (blank line between).
 
-    Cancels do not break a run: they are control, not conversation.
+    Cancels do not break a run: they are control, not conversation. A :class:`Steer` reads
+    as a message from its ``source`` (``"parent"``, ``"operator"``), an :class:`Announce`
+    as one from ``"child"`` naming the child, how it ended and its result.
     """
     runs: list[list[UserMessage]] = []
     cancel: Cancel | None = None
     other: list[ChannelItem] = []
     for item in items:
         if isinstance(item, UserMessage):
-            if runs and runs[-1][0].source == item.source:
-                runs[-1].append(item)
-            else:
-                runs.append([item])
+            message = item
         elif isinstance(item, Cancel):
             cancel = item
+            continue
+        elif isinstance(item, Steer):
+            message = UserMessage(item.content, id=item.id, source=item.source)
+        elif isinstance(item, Announce):
+            message = UserMessage(item.text, id=item.id, source="child")
         else:
             other.append(item)
+            continue
+        if runs and runs[-1][0].source == message.source:
+            runs[-1].append(message)
+        else:
+            runs.append([message])
     return Folded([_join(run) for run in runs], cancel, other)
 
 

@@ -37,6 +37,18 @@ class NotOwner(RuntimeError):
     """A consumer-side call came from a task that does not own the channel."""
 
 
+class SpawnRefused(RuntimeError):
+    """A supervisor would not start the child: a cap, the depth limit, or the execution ending.
+
+    Raised at once, never after a wait; the message says which limit, in words a model can
+    act on.
+    """
+
+
+class UnknownChild(LookupError):
+    """No child of this execution (or below it) has that id."""
+
+
 def describe(exc: BaseException) -> str:
     """How an event names the exception that ended a turn or a call: ``"ValueError: ..."``."""
     return f"{type(exc).__name__}: {exc}"

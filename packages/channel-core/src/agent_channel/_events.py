@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._frozen import FrozenJsonObject
-from ._items import AnyItem, Cancel
+from ._items import AnyItem, Cancel, ChildEnd, LimitName
 from ._messages import ChatMessage, ChatMessageAssistant
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
@@ -166,6 +166,81 @@ class ExecutionFinished(_Event):
     error: str | None = None
 
 
+ChildStatus = Literal["running", "waiting", "ended"]
+"""A child's state: at work, parked waiting for input (it published :class:`AwaitingInput`),
+or over (then :attr:`ChildInfo.end` says how)."""
+
+
+class ChildInfo(BaseModel):
+    """One child execution as its supervisor knows it: a registry row, and what child events
+    carry. Frozen: a snapshot of the moment it was taken."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    id: str
+    name: str
+    parent_id: str | None = None
+    """The child that spawned this one; ``None`` when the top-level execution did."""
+    depth: int = 1
+    """Levels below the top-level execution: its children are at 1."""
+    input: str = ""
+    """The input it was given (bounded, as ``result`` is)."""
+    status: ChildStatus = "running"
+    end: ChildEnd | None = None
+    reason: str | None = None
+    """Why it was killed, what it raised, or the limit it reached."""
+    limit: LimitName | None = None
+    result: str | None = None
+    """Its result, bounded; :meth:`Supervisor.result` has all of it."""
+    omitted: int = 0
+    """Characters of the result not carried here."""
+    turns: int = 0
+    """Scopes it entered (:class:`TurnStarted` events): a ReAct loop enters one per turn."""
+    usage: Usage = Field(default_factory=Usage)
+    """Tokens its model calls reported (:class:`ModelCallFinished` ``usage``), summed."""
+    started: float = 0.0
+    """When it was spawned (``time.time()``)."""
+    last_activity: float = 0.0
+    """When it last published an event (``time.time()``)."""
+
+
+class ChildStarted(_Event):
+    """This execution spawned a child (or a descendant did: see ``child.parent_id``)."""
+
+    type: Literal["child_started"] = "child_started"
+    child: ChildInfo
+
+
+class ChildUpdated(_Event):
+    """A child's progress: its status, turn count or usage changed."""
+
+    type: Literal["child_updated"] = "child_updated"
+    child: ChildInfo
+
+
+class ChildSteered(_Event):
+    """A steer for a child was queued, then delivered (drained by the child) or undelivered.
+
+    ``seq`` is the number of the child's :class:`ItemsDrained` event that carried it (a
+    child's events are counted from 0, as :attr:`ExecutionSnapshot.seq` counts them).
+    """
+
+    type: Literal["child_steered"] = "child_steered"
+    child_id: str
+    steer_id: str
+    source: str
+    outcome: Literal["queued", "delivered", "undelivered"]
+    seq: int | None = None
+    reason: str | None = None
+
+
+class ChildEnded(_Event):
+    """A child ended; ``child.end`` says how. Its :class:`Announce` went to this channel."""
+
+    type: Literal["child_ended"] = "child_ended"
+    child: ChildInfo
+
+
 ExecutionEvent = Annotated[
     TurnStarted
     | TurnEnded
@@ -178,7 +253,11 @@ ExecutionEvent = Annotated[
     | ToolCallStarted
     | ToolCallFinished
     | AwaitingInput
-    | ExecutionFinished,
+    | ExecutionFinished
+    | ChildStarted
+    | ChildUpdated
+    | ChildSteered
+    | ChildEnded,
     Field(discriminator="type"),
 ]
 """Any event an execution publishes."""

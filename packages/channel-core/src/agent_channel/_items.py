@@ -5,9 +5,10 @@ Every item class names itself with a ``type`` literal. Subclassing
 type without touching the core, and :func:`parse_item` (or validating a
 ``ChannelItem`` field) turns its JSON back into the right class.
 
-Deliberately not implemented yet: ``Announce`` (a child execution reporting
-its result) and ``Steer`` (a supervisor redirecting a child). Their names are
-reserved for that work.
+Two items belong to children (see ``docs/children.md``): :class:`Steer`, posted into a
+child's channel by its supervisor, and :class:`Announce`, posted into the parent's
+channel when a child ends. :func:`fold` turns both into user messages marked with
+their source.
 """
 
 from __future__ import annotations
@@ -112,3 +113,89 @@ class Cancel(ChannelItem):
         if reason is not None:
             data["reason"] = reason
         super().__init__(**data)
+
+
+class Steer(ChannelItem):
+    """A redirect for a child execution, from its parent (or an operator, through it).
+
+    Folded at the child's next boundary as a user message whose ``source`` says who
+    steered. The steerer learns whether it arrived from the :class:`Steering` that
+    :meth:`Supervisor.steer` returned.
+    """
+
+    type: Literal["steer"] = "steer"  # pyright: ignore[reportIncompatibleVariableOverride]
+    content: str | tuple[Content, ...]
+    source: str = "parent"
+
+    def __init__(self, content: str | tuple[Content, ...] | None = None, /, **data: Any) -> None:
+        if content is not None:
+            data["content"] = content
+        super().__init__(**data)
+
+    @property
+    def text(self) -> str:
+        """The steer's plain text."""
+        return content_text(self.content)
+
+
+ChildEnd = Literal["completed", "failed", "killed", "limit", "parent_ended"]
+"""How a child execution ended: its body returned (``completed``) or raised (``failed``),
+its parent or an operator killed it, a limit of its own ended it, or its parent's
+execution ended first."""
+
+LimitName = Literal["turns", "tokens", "time"]
+"""Which of a child's limits ended it (see :class:`ChildLimits`)."""
+
+
+class Announce(ChannelItem):
+    """A child execution ended: what its parent's model reads at the next boundary.
+
+    ``result`` is bounded (its first 2,000 characters); ``omitted`` counts
+    the characters left out, which :meth:`Supervisor.result` returns whole.
+    """
+
+    type: Literal["announce"] = "announce"  # pyright: ignore[reportIncompatibleVariableOverride]
+    child_id: str
+    name: str
+    status: ChildEnd
+    result: str = ""
+    omitted: int = 0
+    reason: str | None = None
+    """Why it was killed, what it raised, or the limit it reached."""
+    limit: LimitName | None = None
+
+    @property
+    def text(self) -> str:
+        """The announcement in words, naming the child, how it ended and its result."""
+        who = f"Child {self.name} (id {self.child_id})"
+        why = f": {self.reason}" if self.reason else ""
+        if self.status == "completed":
+            head = f"{who} completed."
+        elif self.status == "failed":
+            head = f"{who} failed{why}."
+        elif self.status == "killed":
+            head = f"{who} was killed{why}."
+        elif self.status == "limit":
+            head = f"{who} was stopped by its {self.limit or 'own'} limit{why}."
+        else:
+            head = f"{who} was ended because its parent's execution ended."
+        if not self.result:
+            return head
+        more = (
+            f"\n[{self.omitted} more characters not shown: ask for the child's full result]"
+            if self.omitted
+            else ""
+        )
+        return f"{head}\n\nResult:\n{self.result}{more}"
+
+
+RESULT_CHARS = 2_000
+"""How much of a child's result (and input) an :class:`Announce` or a :class:`ChildInfo`
+carries; the rest is read on demand."""
+
+
+def bounded(text: str, limit: int = RESULT_CHARS) -> tuple[str, int]:
+    """``text`` cut to ``limit`` characters, and how many were cut."""
+    if len(text) <= limit:
+        return text, 0
+    return text[:limit], len(text) - limit
