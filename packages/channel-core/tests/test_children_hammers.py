@@ -177,7 +177,7 @@ async def steer_races(races: int) -> dict[str, int]:
 
 async def test_k3_a_steer_racing_the_childs_end_is_reported_once_and_truly() -> None:
     tally = await steer_races(2000)
-    assert tally["delivered"] > 100 and tally["undelivered"] > 100  # both sides were hit
+    assert tally["delivered"] > 50 and tally["undelivered"] > 50  # both sides were hit
 
 
 @pytest.mark.soak
