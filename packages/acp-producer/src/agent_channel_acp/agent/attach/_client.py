@@ -164,12 +164,14 @@ class AttachClient:
             raise sdk_error(WireError.ended(session_id))
         if binding.observe:
             raise sdk_error(WireError.observer(session_id))
+        # The answer never overtakes what this connection is owed from before the prompt;
+        # the queue's update that the post causes follows the answer (A7: it is the ack).
+        await self._caught_up()
         try:
             message_id = hub.post(content, text, self.name)
         except (ChannelClosed, ChannelFull) as e:
             raise refused(session_id, e) from None
         hub.prompted(binding)
-        await self._caught_up()  # the queue's update goes out before the answer
         # A7: the agent reads it at its boundary; the id is the one the queue lists (A25)
         return PromptResponse(stop_reason="end_turn", field_meta={f"{META}messageId": message_id})
 
