@@ -21,6 +21,7 @@ from agent_channel import (
     ChildLimits,
     ChildStarted,
     ChildSteered,
+    ChildToolCall,
     ChildUpdated,
     Conversation,
     ExecutionEvent,
@@ -575,3 +576,75 @@ async def test_k13_children_nest_to_the_depth_limit_and_no_further() -> None:
         ]
         tree = parent.ref().children.list()
         assert [(c.depth, c.end) for c in tree] == [(1, "completed"), (2, "completed")]
+
+
+# -- K9 approvals bind children ---------------------------------------------------------
+
+
+async def test_k9_a_childs_tool_call_asks_its_top_levels_approver_naming_the_child() -> None:
+    asked: list[ToolCall] = []
+    verdicts = {"read": True, "rm": False}
+
+    async def operator(call: ToolCall) -> bool:
+        asked.append(call)
+        return verdicts[call.name]
+
+    async def allow_all(call: ToolCall) -> bool:
+        return True
+
+    async def child(task: str) -> str:
+        ch = agent_channel()
+        ch.approver = allow_all  # the child's own code cannot widen what its parent allows
+        approver = ch.approver
+        assert approver is not None
+        out = [await approver(ToolCall(id="call_1", name=name)) for name in ("read", "rm")]
+        inner = agent_supervisor()
+        assert inner is not None
+        grandchild = inner.spawn(grand, "deeper", name="digger")
+        await inner.wait(grandchild)
+        return f"{out} {inner.result(grandchild)}"
+
+    async def grand(task: str) -> str:
+        approver = agent_channel().approver
+        assert approver is not None
+        return str(await approver(ToolCall(id="call_1", name="read")))
+
+    async with open_channel(approver=operator), open_supervisor() as sup:
+        c = sup.spawn(child, "work", name="worker")
+        assert (await sup.wait(c)).result == "[True, False] True"
+        worker = sup.info(c)
+        digger = next(i for i in agent_channel().ref().children.list() if i.name == "digger")
+    assert [(type(a).__name__, a.name) for a in asked] == [
+        ("ChildToolCall", "read"),
+        ("ChildToolCall", "rm"),
+        ("ChildToolCall", "read"),
+    ]
+    first, _, deepest = (a for a in asked if isinstance(a, ChildToolCall))
+    assert (first.child_id, first.child_name, first.call_id) == (worker.id, "worker", "call_1")
+    assert first.id == f"{worker.id}/call_1"  # unique beside the parent's own call_1
+    assert (deepest.child_id, deepest.child_name) == (digger.id, "digger")
+
+
+async def test_k9_an_approver_a_producer_routes_later_binds_running_children() -> None:
+    gate = anyio.Event()
+    asked: list[str] = []
+
+    async def operator(call: ToolCall) -> bool:
+        asked.append(call.name)
+        return False
+
+    async def child(task: str) -> str:
+        await gate.wait()
+        approver = agent_channel().approver
+        assert approver is not None
+        return str(await approver(ToolCall(id="call_1", name="write")))
+
+    async with open_channel() as parent, open_supervisor() as sup:
+        free = sup.spawn(child, "before")
+        release = parent.ref().route_approvals(operator)
+        gate.set()
+        assert (await sup.wait(free)).result == "False"
+        release()
+        again = sup.spawn(child, "after")
+        assert (await sup.wait(again)).result == "True"  # no approver anywhere: none asked
+    assert asked == ["write"]

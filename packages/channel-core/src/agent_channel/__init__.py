@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ._channel import open_channel as open_channel
     from ._children import ChildBody as ChildBody
     from ._children import ChildLimits as ChildLimits
+    from ._children import ChildToolCall as ChildToolCall
     from ._children import Steering as Steering
     from ._children import SteerOutcome as SteerOutcome
     from ._consume import Folded as Folded
@@ -112,6 +113,7 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "open_channel": "_channel",
         "ChildBody": "_children",
         "ChildLimits": "_children",
+        "ChildToolCall": "_children",
         "Steering": "_children",
         "SteerOutcome": "_children",
         "Folded": "_consume",

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 
 from ._items import ChildEnd, LimitName, Steer, bounded
+from ._messages import ToolCall
 
 if TYPE_CHECKING:
-    from ._channel import AgentRef
+    from ._channel import AgentChannel, AgentRef, Approver
     from ._events import ChildInfo, ChildStatus, Usage
     from ._messages import ChatMessage
     from ._supervisor import Supervisor
@@ -60,6 +61,48 @@ class ChildLimits:
 
 
 NO_LIMITS = ChildLimits()
+
+
+class ChildToolCall(ToolCall):
+    """A child's tool call as its top level's approver is asked it (K9): it names the child.
+
+    ``id`` is ``<child id>/<call id>``, unique in the top level's execution (a child's call
+    ids may repeat its parent's); ``call_id`` is the id in the child's own conversation. A
+    grandchild's call comes up as it is: it names the grandchild.
+    """
+
+    child_id: str
+    child_name: str
+    call_id: str
+
+
+def bind_approvals(parent: AgentChannel, child: Child, own: AgentChannel) -> Approver:
+    """The approver a supervisor routes onto a child's channel (K9).
+
+    Asks the approver the child's own code set (if any), then the parent's, read at each
+    call so a route a producer adds later holds too: a child's call needs every approval its
+    parent's would, and the question reaching the top names the child.
+    """
+
+    async def approve(call: ToolCall) -> bool:
+        mine = own._approver  # pyright: ignore[reportPrivateUsage] (the opener's, not this)
+        if mine is not None and not await mine(call):
+            return False
+        above = parent.approver
+        if above is None:
+            return True
+        if not isinstance(call, ChildToolCall):
+            call = ChildToolCall(
+                id=f"{child.id}/{call.id}",
+                name=call.name,
+                arguments=call.arguments,
+                child_id=child.id,
+                child_name=child.name,
+                call_id=call.id,
+            )
+        return await above(call)
+
+    return approve
 
 
 class Steering:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ._channel import AgentChannel, _InertChannel, agent_channel, open_channel
-from ._children import NO_LIMITS, Child, ChildBody, ChildLimits, Steering
+from ._children import NO_LIMITS, Child, ChildBody, ChildLimits, Steering, bind_approvals
 from ._errors import ChannelClosed, ChannelFull, SpawnRefused, UnknownChild, describe
 from ._events import (
     AwaitingInput,
@@ -275,6 +275,7 @@ class Supervisor:
                 async with open_channel() as ch:
                     ref = ch.ref()
                     ref.subscribe(lambda event: self._on_event(child, ch, event))
+                    ref.route_approvals(bind_approvals(self._channel, child, ch))  # K9
                     self._attach(child, ref)
                     async with _supervise(
                         ch, self.depth + 1, child, self.max_running, self.max_total, self.max_depth
