@@ -95,6 +95,11 @@ if TYPE_CHECKING:
     from ._messages import ChatMessageUser as ChatMessageUser
     from ._messages import ToolCall as ToolCall
     from ._messages import new_id as new_id
+    from ._questions import Answer as Answer
+    from ._questions import Question as Question
+    from ._questions import QuestionField as QuestionField
+    from ._questions import Resolver as Resolver
+    from ._questions import ask_user as ask_user
     from ._regions import NullRegion as NullRegion
     from ._regions import Region as Region
     from ._snapshot import ExecutionSnapshot as ExecutionSnapshot
@@ -178,6 +183,11 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "ChatMessageUser": "_messages",
         "ToolCall": "_messages",
         "new_id": "_messages",
+        "Answer": "_questions",
+        "Question": "_questions",
+        "QuestionField": "_questions",
+        "Resolver": "_questions",
+        "ask_user": "_questions",
         "NullRegion": "_regions",
         "Region": "_regions",
         "ExecutionSnapshot": "_snapshot",

@@ -30,6 +30,7 @@ from ._snapshot import ExecutionSnapshot
 if TYPE_CHECKING:  # the event models are imported where the first event is built
     from ._events import ExecutionEvent, StopReason, TurnEnded, TurnStarted, TurnState
     from ._messages import ChatMessage, ToolCall
+    from ._questions import Resolver
     from ._supervisor import ChildControl, Supervisor
 
 _isa = type.__instancecheck__
@@ -739,6 +740,14 @@ class AgentRef:
         restores the one before.
         """
         return self._channel._route_approvals(approver)
+
+    def route_questions(self, resolver: Resolver) -> Callable[[], None]:
+        """Answer the questions of this execution and of its children with ``resolver``
+        until released (see :func:`ask_user`). The last one routed wins; the returned
+        release restores the one before."""
+        from ._questions import route
+
+        return route(self._channel, resolver)
 
     def mark_live(self) -> Callable[[], None]:
         """Declare an operator surface attached (see ``is_live``); returns the release."""

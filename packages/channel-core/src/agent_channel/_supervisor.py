@@ -82,6 +82,7 @@ class Supervisor:
         "max_depth",
         "max_running",
         "max_total",
+        "parent",
     )
 
     def __init__(
@@ -107,6 +108,8 @@ class Supervisor:
         self.max_running = max_running
         self.max_total = max_total
         self.max_depth = max_depth
+        self.parent: Supervisor | None = None
+        """The supervisor that spawned this one's execution (``None`` at the top)."""
 
     # -- the parent's side -------------------------------------------------------------
 
@@ -280,7 +283,7 @@ class Supervisor:
                     async with _supervise(
                         ch, self.depth + 1, child, self.max_running, self.max_total, self.max_depth
                     ) as sub:
-                        child.sub = sub
+                        child.sub, sub.parent = sub, self
                         out = await child.body(child.input)
                         result = "" if out is None else str(out)
         except Exception as e:  # the child failed: its parent hears it, and goes on
