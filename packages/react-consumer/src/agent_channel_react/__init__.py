@@ -11,6 +11,7 @@ from ._agent import Agent
 from ._factory import Body, ScriptedAgentFactory, scripted_agent_factory
 from ._model import GenerateConfig, Model, ModelOutput, Stream, ToolInfo
 from ._nested import as_tool, handoff, run
+from ._questions import ask_user
 from ._react import (
     CONTINUE_PROMPT,
     DEFAULT_PROMPT,
@@ -92,6 +93,7 @@ __all__ = [
     "ToolInfo",
     "ToolOutput",
     "as_tool",
+    "ask_user",
     "call",
     "handoff",
     "react",
