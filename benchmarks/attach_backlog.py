@@ -44,7 +44,7 @@ PIECE = 2048
 
 async def serve(rate_kb: int) -> None:
     from agent_channel import ModelDelta, agent_channel, new_id
-    from agent_channel_acp.agent.attach._server import AttachServer
+    from agent_channel_acp import AttachServer  # the public name: a --baseline-src of any layout
 
     server = AttachServer()
 

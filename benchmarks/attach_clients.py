@@ -49,7 +49,7 @@ LISTENING = asyncio.Event()
 
 
 async def serve(kind: str, turns: int, clients: int) -> None:
-    from agent_channel_acp.agent.attach._server import AttachServer
+    from agent_channel_acp import AttachServer  # the public name: a --baseline-src of any layout
 
     server = AttachServer()
     body = _throughput_body(server, turns, clients) if kind == "throughput" else _stream_body()
