@@ -407,3 +407,45 @@ def raising_body(model: str | None = None) -> Any:
         raise RuntimeError("no body today")
 
     return body
+
+
+# -- children (K11, K12): an orchestrator on the core's supervisor ------------------------
+
+
+def orchestrator_agent(model: str | None = None) -> Callable[[], Awaitable[None]]:
+    """A core loop that orchestrates: ``spawn a b c`` spawns a researcher per word (named
+    by it); anything else is answered ``seen: <text>``. A researcher parks waiting for
+    input until a message with ``finish`` comes (a steer): then it answers and returns.
+    Everything the parent reads (the supervisor's notes, the children's announcements)
+    lands in its conversation, and it answers each."""
+    from agent_channel import Conversation, open_supervisor
+
+    async def researcher(topic: str) -> str:
+        ch = agent_channel()
+        conversation = Conversation(ch)
+        conversation.append(ChatMessageUser(content=f"research {topic}"))
+        while True:
+            for m in (await wait_for_message(ch)).messages:
+                conversation.append(m)
+                if "finish" in m.text:
+                    with ch.scope():
+                        conversation.append(ChatMessageAssistant(content=f"{topic}: done"))
+                    return f"{topic}: done ({m.text})"
+
+    async def body() -> None:
+        ch = agent_channel()
+        conversation = Conversation(ch)
+        async with open_supervisor() as sup:
+            while True:
+                for m in (await wait_for_message(ch)).messages:
+                    conversation.append(m)
+                    words = m.text.split()
+                    with ch.scope():
+                        if words[:1] == ["spawn"] and getattr(m, "source", None) != "child":
+                            ids = [sup.spawn(researcher, w, name=w) for w in words[1:]]
+                            answer = "spawned " + " ".join(ids)
+                        else:
+                            answer = f"seen: {m.text}"
+                        conversation.append(ChatMessageAssistant(content=answer))
+
+    return body

@@ -15,6 +15,7 @@ there run here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -32,6 +33,10 @@ from agent_channel import (
     ChatMessageSystem,
     ChatMessageTool,
     ChatMessageUser,
+    ChildEnded,
+    ChildStarted,
+    ChildSteered,
+    ChildUpdated,
     Content,
     ContentReasoning,
     ContentText,
@@ -48,21 +53,29 @@ from agent_channel import (
     TurnCancelled,
     TurnEnded,
     TurnStarted,
+    UnknownChild,
     thaw,
 )
 
 from ..wire import _frames as f
+from ..wire._errors import WireError
 from . import _mapping as m
 from ._approvals import ask_driver
 from ._cards import ToolCards
+from ._children import ChildCards
 from ._fanout import Fanout
 from ._items import META, Card, Chunk, Live, Sink
 from ._queue import OperatorQueue, Queued
+from ._questions import Questions
 from ._ring import REPLAY, Ring
 
 log = logging.getLogger("agent_channel_acp")
 
 Status = str  # "running" | "waiting for operator" | "finished" | "failed"
+
+STEER_WAIT = 5.0
+"""Seconds an operator's steer waits for the child to read it before the answer says
+``pending`` (a child busy in a long tool reads it at its next boundary; its card says when)."""
 
 
 class Hub:
@@ -94,6 +107,7 @@ class Hub:
         self._fanout = self.fanout(execution_id, self._changed)
         self._emit = self._fanout.hand
         self._cards = ToolCards(self._ring, self._emit, approving=approve)
+        self._children = ChildCards(self._ring, self._emit, self._cards.cards, self._cards.card_seq)
         self._queue = OperatorQueue(ref)
         self._shown: OrderedDict[str, None] = OrderedDict()
         self._last_streamed = ""
@@ -114,8 +128,10 @@ class Hub:
             self._appended(MessageAppended(message=msg, index=i))
         if not snapshot.closed:
             self._cards.in_flight(snapshot.messages)
+            self._children.seed(ref.children.list())
         if approve:
             self._release_approvals = ref.route_approvals(self.approve)
+        self.questions = Questions(ref, self._fanout)  # the model's questions (Q2-Q4)
         if snapshot.closed and self.finished is None:
             self._finish(ExecutionFinished())
 
@@ -177,6 +193,8 @@ class Hub:
             "started": self.created,
             "runningToolCalls": self._cards.running_tool_calls(),
         }
+        if children := self._children.listing():
+            entry["children"] = children
         return dict(entry)
 
     # -- sessions ----------------------------------------------------------------------
@@ -242,6 +260,63 @@ class Hub:
 
     def tool_call_state(self, tool_call_id: str) -> str:
         return self._cards.state(tool_call_id, ended=self.finished is not None)
+
+    # -- children (K11, K12) -------------------------------------------------------------
+
+    def children(self) -> list[f.ChildEntry]:
+        """The tree below the execution, as its child events told it (K11)."""
+        return self._children.listing()
+
+    def child_messages(self, child_id: str, tail: int | None) -> tuple[ChatMessage, ...]:
+        """A child's conversation (its tail), read through the top-level ref (K12)."""
+        try:
+            return self.ref.children.messages(child_id, tail)
+        except UnknownChild:
+            raise WireError.unknown_child(self.id, child_id) from None
+
+    async def steer_child(self, child_id: str, text: str) -> f.SteerChildResult:
+        """Steer a child as the operator (K12); the answer waits (up to :data:`STEER_WAIT`)
+        for the child to read it or end."""
+        try:
+            steering = self.ref.children.steer(child_id, text)
+        except UnknownChild:
+            if self._children.known(child_id) is None:
+                raise WireError.unknown_child(self.id, child_id) from None
+            return {"steerId": "", "outcome": "undelivered", "reason": "the execution ended"}
+        if steering.outcome == "pending":
+            future = self._children.expect(steering.id)
+            if steering.outcome == "pending":  # else it resolved before the future was there
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(STEER_WAIT):
+                        await asyncio.shield(future)
+            future.cancel()
+        answer: f.SteerChildResult = {"steerId": steering.id, "outcome": steering.outcome}
+        if steering.seq is not None:
+            answer["seq"] = steering.seq
+        if steering.reason is not None:
+            answer["reason"] = steering.reason
+        return answer
+
+    async def stop_child(self, child_id: str, reason: str | None) -> f.StopChildResult:
+        """Stop a child as the operator (K12); the answer waits (up to :data:`STEER_WAIT`)
+        for it to have ended. ``stopped`` false when it had ended (or was ending) already."""
+        children = self.ref.children
+        ended = self._children.expect_end(child_id)
+        try:
+            stopped = children.stop(child_id, reason) if reason else children.stop(child_id)
+            if stopped and children.info(child_id).status != "ended":
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(STEER_WAIT):
+                        await asyncio.shield(ended)
+            status = children.info(child_id).status
+        except UnknownChild:
+            row = self._children.known(child_id)
+            if row is None:
+                raise WireError.unknown_child(self.id, child_id) from None
+            return {"stopped": False, "status": row.status}
+        finally:
+            ended.cancel()
+        return {"stopped": stopped, "status": status}
 
     # -- approvals (A20) ---------------------------------------------------------------
 
@@ -313,6 +388,10 @@ class Hub:
             self._changed()
         elif isinstance(ev, ExecutionFinished):
             self._finish(ev)
+        elif isinstance(ev, ChildStarted | ChildUpdated | ChildSteered | ChildEnded):
+            self._children.on_event(ev)
+            if isinstance(ev, ChildStarted | ChildEnded):
+                self._changed()
 
     def _model_finished(self, ev: ModelCallFinished) -> None:
         msg = ev.message
@@ -416,6 +495,7 @@ class Hub:
             ended["error"] = ev.error
         self._emit(Live("_agent_channel/session_ended", ended))
         self._release()
+        self.questions.close()
         if self._release_approvals is not None:
             self._release_approvals()
         self.ended.set()
@@ -438,5 +518,6 @@ class Hub:
         """Stop watching (the server is closing)."""
         self.flush()
         self._release()
+        self.questions.close()
         if self._release_approvals is not None:
             self._release_approvals()

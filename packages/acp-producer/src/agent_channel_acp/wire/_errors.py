@@ -187,6 +187,16 @@ class WireError(Exception):
         return cls.invalid_request(reason, sessionId=session_id)
 
     @classmethod
+    def unknown_child(cls, session_id: str, child_id: str) -> WireError:
+        """K12: no child of this id anywhere below the execution."""
+        data: JsonObject = {
+            "reason": f"execution {session_id!r} has no child {child_id!r}",
+            "sessionId": session_id,
+            "childId": child_id,
+        }
+        return WireError(RESOURCE_NOT_FOUND, _MESSAGES[RESOURCE_NOT_FOUND], data)
+
+    @classmethod
     def empty_prompt(cls) -> WireError:
         return cls.invalid_params("the prompt is empty")
 

@@ -121,6 +121,7 @@ class Execution(TypedDict):
     clients: int
     started: float
     runningToolCalls: NotRequired[list[RunningToolCall]]
+    children: NotRequired[list[ChildEntry]]
 
 
 class ListResult(TypedDict):
@@ -217,6 +218,71 @@ class EndResult(TypedDict):
     pass
 
 
+# -- children (K11, K12) -------------------------------------------------------------------
+
+
+class ChildEntry(TypedDict):
+    """One child below an execution, as its supervisor last reported it (``children``, the
+    list's ``children``, a child card's ``_meta``). Tree order: each child is followed by
+    its own (``parentId`` and ``depth`` place it)."""
+
+    id: str
+    name: str
+    parentId: str | None
+    depth: int
+    status: str
+    """``running``, ``waiting`` (for input) or ``ended``."""
+    end: str | None
+    """How it ended: ``completed``, ``failed``, ``killed``, ``limit``, ``parent_ended``."""
+    reason: str | None
+    result: str | None
+    turns: int
+    tokens: int
+    started: float
+    lastActivity: float
+
+
+class ChildrenParams(TypedDict):
+    sessionId: str
+
+
+class ChildrenResult(TypedDict):
+    sessionId: str
+    children: list[ChildEntry]
+
+
+class SteerChildParams(TypedDict):
+    sessionId: str
+    childId: str
+    text: str
+
+
+SteerOutcome: TypeAlias = Literal["pending", "delivered", "undelivered"]
+
+
+class SteerChildResult(TypedDict):
+    """``pending`` when the child had not read it yet when the answer went (its card and
+    the ``children`` notification tell the rest)."""
+
+    steerId: str
+    outcome: SteerOutcome
+    seq: NotRequired[int]
+    reason: NotRequired[str]
+
+
+class StopChildParams(TypedDict):
+    sessionId: str
+    childId: str
+    reason: NotRequired[str]
+
+
+class StopChildResult(TypedDict):
+    """``stopped`` false: it had ended (or was ending) already; ``status`` says how it stands."""
+
+    stopped: bool
+    status: str
+
+
 DebugCounts: TypeAlias = dict[str, int]
 """``_agent_channel/debug`` (with ``AGENT_CHANNEL_ACP_DEBUG=1``): live counts by name."""
 
@@ -248,6 +314,11 @@ class SessionEndedNote(TypedDict):
     stopReason: str | None
     undelivered: list[Undelivered]
     error: NotRequired[str]
+
+
+class ChildrenNote(TypedDict):
+    sessionId: NotRequired[str]
+    children: list[ChildEntry]
 
 
 class DroppedNote(TypedDict):

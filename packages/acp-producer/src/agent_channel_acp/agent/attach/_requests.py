@@ -1,5 +1,5 @@
 """Attach mode's extension requests: list, messages, queue, withdraw, cancel_tool_call,
-cancel_turn, end (A19, A22-A26).
+cancel_turn, end (A19, A22-A26), children, steer_child, stop_child (K11, K12).
 
 Exists apart from the connection handler so each request is one small function of the
 params and of what it reads (the server's executions, this connection's sessions), and
@@ -66,6 +66,24 @@ async def _messages(asker: Asker, params: Params) -> Result:
         tail = TAIL
     if isinstance(tail, bool) or not isinstance(tail, int) or tail < 1:
         raise sdk_error(WireError.invalid_params("tail must be an integer of at least 1"))
+    child_id = params.get("childId")
+    if child_id is not None:
+        if not isinstance(child_id, str) or not child_id:
+            raise sdk_error(WireError.invalid_params("childId must be a non-empty string"))
+        try:
+            messages = hub.child_messages(child_id, None)
+        except WireError as e:
+            raise sdk_error(e) from None
+        status = next((c["status"] for c in hub.children() if c["id"] == child_id), "?")
+        picked = messages if every else messages[-tail:]
+        return {
+            "as_of": datetime.now(UTC).isoformat(),
+            "sessionId": hub.id,
+            "childId": child_id,
+            "status": status,
+            "count": len(messages),
+            "messages": [m.model_dump(mode="json") if full else _summary(m) for m in picked],
+        }
     messages = hub.messages()
     picked = messages if every else messages[-tail:]
     return {
@@ -127,6 +145,35 @@ async def _end(asker: Asker, params: Params) -> Result:
     return {}
 
 
+async def _children(asker: Asker, params: Params) -> Result:
+    """K11: the tree below the execution (also pushed as ``_agent_channel/children``)."""
+    hub = asker.target(params)
+    return {"sessionId": hub.id, "children": hub.children()}
+
+
+async def _steer_child(asker: Asker, params: Params) -> Result:
+    """K12: a steer from the operator, through the top-level ref; answers its outcome."""
+    hub = asker.target(params)
+    child_id, text = _string(params, "childId"), _string(params, "text")
+    try:
+        return dict(await hub.steer_child(child_id, text))
+    except WireError as e:
+        raise sdk_error(e) from None
+
+
+async def _stop_child(asker: Asker, params: Params) -> Result:
+    """K12: stop one child (its parent's model is told at its next boundary)."""
+    hub = asker.target(params)
+    child_id = _string(params, "childId")
+    reason = params.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise sdk_error(WireError.invalid_params("reason must be a string"))
+    try:
+        return dict(await hub.stop_child(child_id, reason))
+    except WireError as e:
+        raise sdk_error(e) from None
+
+
 REQUESTS: dict[str, Callable[[Asker, Params], Awaitable[Result]]] = {
     "agent_channel/list": _list,
     "agent_channel/messages": _messages,
@@ -135,6 +182,9 @@ REQUESTS: dict[str, Callable[[Asker, Params], Awaitable[Result]]] = {
     "agent_channel/cancel_tool_call": _cancel_tool_call,
     "agent_channel/cancel_turn": _cancel_turn,
     "agent_channel/end": _end,
+    "agent_channel/children": _children,
+    "agent_channel/steer_child": _steer_child,
+    "agent_channel/stop_child": _stop_child,
 }
 """The extension requests attach mode answers, by the name the SDK hands over."""
 

@@ -1,0 +1,142 @@
+"""Children over attach (K11, K12): ``agent-channel-acp serve`` runs an orchestrator (the
+suite's ``orchestrator_agent``, on the core's supervisor) and an SDK client attached to it
+sees a card per child change status, reads the tree, steers one child and stops another."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from acp import RequestError
+from acp.client.connection import ClientSideConnection
+from attach_harness import AttachRecorder
+from conftest import GUARD, HERE
+from serving import Serving, serving
+
+pytestmark = pytest.mark.anyio
+
+AGENT = ("--agent", "agents:orchestrator_agent")
+
+
+@pytest.fixture
+def rt(tmp_path: Path) -> Path:
+    return tmp_path / "rt"
+
+
+@asynccontextmanager
+async def attached(served: Serving) -> AsyncIterator[tuple[ClientSideConnection, AttachRecorder]]:
+    reader, writer = await asyncio.open_unix_connection(
+        served.record["transport"]["path"], limit=1 << 24
+    )
+    rec = AttachRecorder()
+    conn = ClientSideConnection(rec, writer, reader, observers=[rec.observe])  # pyright: ignore[reportArgumentType]
+    try:
+        with anyio.fail_after(GUARD):
+            await conn.initialize(protocol_version=1)
+        yield conn, rec
+    finally:
+        await conn.close()
+        writer.close()
+
+
+def child_cards(rec: AttachRecorder, sid: str) -> dict[str, dict[str, Any]]:
+    """Each child card as the client has it now: its updates merged, by child name."""
+    merged: dict[str, dict[str, Any]] = {}
+    for u in rec.updates_of(sid):
+        tool_call_id = u.get("toolCallId", "")
+        if not tool_call_id.startswith("child-"):
+            continue
+        card = merged.setdefault(tool_call_id, {"statuses": []})
+        for key, value in u.items():
+            if key == "_meta":
+                card.update({k: v for k, v in value.items() if k != "agent_channel.replay"})
+            else:
+                card[key] = value
+        if "status" in u:
+            card["statuses"].append(u["status"])
+    return {c["agent_channel.child"]["name"]: c for c in merged.values()}
+
+
+def text_of(card: dict[str, Any]) -> str:
+    return "".join(c["content"]["text"] for c in card.get("content") or [])
+
+
+async def test_k11_k12_an_attached_client_sees_each_childs_card_and_steers_and_stops_one(
+    rt: Path,
+) -> None:
+    with serving(rt, *AGENT, "--input", "spawn alpha beta gamma") as served:
+        (sid,) = await asyncio.to_thread(served.ids)
+        async with attached(served) as (conn, rec):
+            # a late joiner: the cards come in the replay, then live
+            await conn.load_session(cwd=str(HERE), session_id=sid, mcp_servers=[])
+
+            def all_waiting() -> bool:
+                cards = child_cards(rec, sid)
+                return len(cards) == 3 and all(
+                    c["agent_channel.child"]["status"] == "waiting" for c in cards.values()
+                )
+
+            await rec.wait_until(all_waiting)
+            cards = child_cards(rec, sid)
+            assert sorted(cards) == ["alpha", "beta", "gamma"]
+            assert all(c["status"] == "in_progress" for c in cards.values())
+            assert all(c["title"] == f"Child {name}" for name, c in cards.items())
+            ids = {name: c["agent_channel.child"]["id"] for name, c in cards.items()}
+
+            listed = await conn.ext_method("agent_channel/children", {"sessionId": sid})
+            assert [c["name"] for c in listed["children"]] == ["alpha", "beta", "gamma"]
+            assert all(c["depth"] == 1 and c["parentId"] is None for c in listed["children"])
+
+            steered = await conn.ext_method(
+                "agent_channel/steer_child",
+                {"sessionId": sid, "childId": ids["alpha"], "text": "finish now"},
+            )
+            assert steered["outcome"] == "delivered" and isinstance(steered["seq"], int)
+            await rec.wait_until(lambda: child_cards(rec, sid)["alpha"]["status"] == "completed")
+            assert text_of(child_cards(rec, sid)["alpha"]) == "alpha: done (finish now)"
+
+            stopped = await conn.ext_method(
+                "agent_channel/stop_child", {"sessionId": sid, "childId": ids["beta"]}
+            )
+            assert stopped == {"stopped": True, "status": "ended"}
+            await rec.wait_until(lambda: child_cards(rec, sid)["beta"]["status"] == "failed")
+            assert text_of(child_cards(rec, sid)["beta"]) == "killed: stopped by the operator"
+            gamma = child_cards(rec, sid)["gamma"]
+            assert gamma["status"] == "in_progress" and "failed" not in gamma["statuses"]
+
+            # each change was also an _agent_channel/children notification with the tree
+            notes = [p for m, p in rec.notes if m == "agent_channel/children"]
+            assert notes and all(p["sessionId"] == sid for p in notes)
+            last = {c["name"]: c for c in notes[-1]["children"]}
+            assert last["beta"]["end"] == "killed" and last["gamma"]["status"] == "waiting"
+
+            again = await conn.ext_method(
+                "agent_channel/stop_child", {"sessionId": sid, "childId": ids["beta"]}
+            )
+            assert again == {"stopped": False, "status": "ended"}
+            late = await conn.ext_method(
+                "agent_channel/steer_child",
+                {"sessionId": sid, "childId": ids["beta"], "text": "too late"},
+            )
+            assert late["outcome"] == "undelivered"
+            with pytest.raises(RequestError) as e:
+                await conn.ext_method(
+                    "agent_channel/stop_child", {"sessionId": sid, "childId": "nope"}
+                )
+            assert e.value.code == -32002 and "no child 'nope'" in str(e.value.data)
+
+            # the parent's next turn read the operator's note and the announcement
+            def parent_saw(text: str) -> bool:
+                return text in rec.texts(sid)
+
+            await rec.wait_until(lambda: parent_saw("seen: The operator stopped child beta"))
+            tail = await conn.ext_method(
+                "agent_channel/messages", {"sessionId": sid, "childId": ids["alpha"]}
+            )
+            assert tail["childId"] == ids["alpha"] and tail["status"] == "ended"
+            assert [m["text"] for m in tail["messages"]][-2:] == ["finish now", "alpha: done"]
