@@ -186,10 +186,24 @@ def _verb(args: argparse.Namespace) -> int:
     verbs: dict[str, Callable[[], Coroutine[object, object, int]]] = {
         "ls": lambda: ctl.ls(out, as_json=as_json),
         "messages": lambda: ctl.messages(
-            out, target, tail=args.tail, all_=args.all, full=args.full, as_json=as_json
+            out,
+            target,
+            tail=args.tail,
+            all_=args.all,
+            full=args.full,
+            child=args.child,
+            as_json=as_json,
         ),
-        "send": lambda: ctl.send(out, args.target, args.text, as_json=as_json),
-        "cancel": lambda: ctl.cancel(out, args.target, as_json=as_json),
+        "send": lambda: (
+            ctl.steer_child(out, args.target, args.child, args.text, as_json=as_json)
+            if args.child
+            else ctl.send(out, args.target, args.text, as_json=as_json)
+        ),
+        "cancel": lambda: (
+            ctl.stop_child(out, args.target, args.child, as_json=as_json)
+            if args.child
+            else ctl.cancel(out, args.target, as_json=as_json)
+        ),
         "cancel-tool": lambda: ctl.cancel_tool(
             out, args.target, args.tool_call_id, as_json=as_json
         ),

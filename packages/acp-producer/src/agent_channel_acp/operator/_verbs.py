@@ -28,7 +28,15 @@ from ..wire._discovery import RuntimeDirError, live_records, runtime_dir
 from ._connect import CtlError, Server, ask, exec_id, reached, resolve, servers
 
 if TYPE_CHECKING:
-    from ..wire._frames import EndParams, Execution, JsonObject, MessagesParams
+    from ..wire._frames import (
+        ChildEntry,
+        EndParams,
+        Execution,
+        JsonObject,
+        MessagesParams,
+        SteerChildParams,
+        StopChildParams,
+    )
 
 
 class _Listed(TypedDict):
@@ -77,7 +85,20 @@ def _describe_execution(e: Execution) -> str:
     line = "  ".join(parts) + f"  {e.get('title', '')}".rstrip()
     for call in e.get("runningToolCalls", []):
         line += f"\n    tool call {call.get('id', '?')}  running  {call.get('title', '')}"
+    for child in e.get("children", []):
+        line += "\n" + "  " * (child.get("depth", 1) + 1) + _describe_child(child)
     return line.rstrip()
+
+
+def _describe_child(c: ChildEntry) -> str:
+    """A child's line under its execution (K11): indented by its depth."""
+    status = str(c.get("status", "?"))
+    if status == "ended":
+        status = f"ended ({c.get('end') or '?'})"
+    parts = [f"child {c.get('id', '?')}", status, f"{c.get('turns', 0)} turns"]
+    if tokens := c.get("tokens"):
+        parts.append(f"{tokens} tokens")
+    return "  ".join(parts) + f"  {c.get('name', '')}"
 
 
 async def ls(out: Out, *, as_json: bool) -> int:
@@ -127,11 +148,20 @@ def _summary_line(i: int, m: JsonObject) -> str:
 
 
 async def messages(
-    out: Out, target: str | None, *, tail: int | None, all_: bool, full: bool, as_json: bool
+    out: Out,
+    target: str | None,
+    *,
+    tail: int | None,
+    all_: bool,
+    full: bool,
+    child: str | None = None,
+    as_json: bool,
 ) -> int:
     async with servers() as found:
         server, execution = resolve(found, target)
         params: MessagesParams = {"sessionId": exec_id(execution)}
+        if child:
+            params["childId"] = child
         if all_:
             params["all"] = True
         elif tail is not None:
@@ -144,7 +174,8 @@ async def messages(
         msgs = envelope.get("messages")
         items = msgs if isinstance(msgs, list) else []
         count = envelope.get("count", len(items))
-        head = f"{exec_id(execution)}  {envelope.get('status', '?')}  {count} messages"
+        whose = f"{exec_id(execution)} child {child}" if child else exec_id(execution)
+        head = f"{whose}  {envelope.get('status', '?')}  {count} messages"
         first = max(0, int(count) - len(items)) if isinstance(count, int) else 0
         body = [
             json.dumps(m) if full else _summary_line(first + i + 1, m)
@@ -198,6 +229,48 @@ async def cancel(out: Out, target: str, *, as_json: bool) -> int:
     else:
         data["reason"] = answer.get("reason")
         line = f"nothing to cancel: no turn is running in {session_id} ({data['reason']})"
+    emit(out, as_json, data, line)
+    return 0
+
+
+async def steer_child(out: Out, target: str, child: str, text: str, *, as_json: bool) -> int:
+    """``send --child``: steer one child as the operator (K12); its parent's model is told.
+    Exit status 1 when the child never read it (it had ended)."""
+    if not text.strip():
+        raise CtlError("send: the message is empty")
+    async with servers() as found:
+        server, execution = resolve(found, target)
+        session_id = exec_id(execution)
+        params: SteerChildParams = {"sessionId": session_id, "childId": child, "text": text}
+        answer = await server.ask("steer_child", params)
+    outcome = str(answer.get("outcome", "?"))
+    data: JsonObject = {"sessionId": session_id, "childId": child, **answer}
+    if outcome == "undelivered":
+        why = answer.get("reason") or "it had ended"
+        refuse(out, as_json, data, f"child {child} of {session_id} did not read it: {why}")
+    if outcome == "delivered":
+        line = f"steered child {child} of {session_id}: it read the message"
+    else:
+        line = f"steered child {child} of {session_id}: queued, it reads it at its next step"
+    emit(out, as_json, data, line)
+    return 0
+
+
+async def stop_child(out: Out, target: str, child: str, *, as_json: bool) -> int:
+    """``cancel --child``: stop one child (K12); the others and the parent go on, and the
+    parent's model is told at its next step. Exit status 0 when it had ended already (no
+    child runs afterwards, which is what the caller wanted), as ``cancel`` does."""
+    async with servers() as found:
+        server, execution = resolve(found, target)
+        session_id = exec_id(execution)
+        params: StopChildParams = {"sessionId": session_id, "childId": child}
+        answer = await server.ask("stop_child", params)
+    done = bool(answer.get("stopped"))
+    data: JsonObject = {"sessionId": session_id, "childId": child, **answer}
+    if done:
+        line = f"stopped child {child} of {session_id}"
+    else:
+        line = f"nothing to stop: child {child} of {session_id} had ended"
     emit(out, as_json, data, line)
     return 0
 

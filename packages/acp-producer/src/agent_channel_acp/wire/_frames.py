@@ -133,6 +133,7 @@ class ListResult(TypedDict):
 
 class MessagesParams(TypedDict):
     sessionId: str
+    childId: NotRequired[str]
     all: NotRequired[bool]
     tail: NotRequired[int]
     full: NotRequired[bool]
@@ -153,6 +154,7 @@ class MessageSummary(TypedDict):
 class MessagesResult(TypedDict):
     as_of: str
     sessionId: str
+    childId: NotRequired[str]
     status: str
     count: int
     messages: list[JsonObject]
