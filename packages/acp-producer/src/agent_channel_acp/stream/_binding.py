@@ -154,6 +154,10 @@ class Binding:
         asked of it moves on."""
         self._gone.set()
 
+    async def left(self) -> None:
+        """Until the client goes away or binds elsewhere (a question asked of it moves on)."""
+        await self._gone.wait()
+
     def rebind(self) -> None:
         """Before binding again on the same session id (its handler unbound it)."""
         self.hub = None

@@ -65,8 +65,8 @@ from ._cards import ToolCards
 from ._children import ChildCards
 from ._fanout import Fanout
 from ._items import META, Card, Chunk, Live, Sink
-from ._queue import OperatorQueue, Queued
 from ._questions import Questions
+from ._queue import OperatorQueue, Queued
 from ._ring import REPLAY, Ring
 
 log = logging.getLogger("agent_channel_acp")

@@ -120,6 +120,10 @@ class Sink(Protocol):
         """The client's outcome; None when it left before answering."""
         ...
 
+    async def left(self) -> None:
+        """Until it leaves (a question asked of it moves on to the next driver)."""
+        ...
+
     def mark(self, run: Callable[[], object]) -> None:
         """Run ``run`` once everything handed to it so far is written (see ``_binding``)."""
         ...

@@ -35,6 +35,7 @@ from ...stream import _mapping as m
 from ...stream._binding import Binding
 from ...stream._hub import Hub
 from ...stream._items import META, Live
+from ...stream._questions import can_elicit
 from ...wire._errors import WireError
 from ...wire._transport import LineTransport
 from .. import _debug as debug
@@ -98,6 +99,9 @@ class AttachClient:
             session_id=session_id, tool_call=tool_call, options=options
         )
 
+    elicitation = False
+    """Whether the client advertised form elicitation (the model's questions use it, Q4)."""
+
     def closed(self) -> None:
         """The connection ended: its bindings leave; the executions go on (A15)."""
         self._closed = True
@@ -113,6 +117,7 @@ class AttachClient:
         client_info: Implementation | None = None,
         **kwargs: object,
     ) -> InitializeResponse:
+        self.elicitation = can_elicit(client_capabilities)
         if client_info is not None and client_info.name:
             self.name = f"{client_info.name}-{self.name.removeprefix('client-')}"
         return initialize_response(protocol_version)
@@ -164,6 +169,8 @@ class AttachClient:
             raise sdk_error(WireError.ended(session_id))
         if binding.observe:
             raise sdk_error(WireError.observer(session_id))
+        if (qid := hub.questions.answer(text, prompt=True)) is not None:  # Q2: an answer
+            return PromptResponse(stop_reason="end_turn", field_meta={f"{META}answered": qid})
         # The answer never overtakes what this connection is owed from before the prompt;
         # the queue's update that the post causes follows the answer (A7: it is the ack).
         await self._caught_up()

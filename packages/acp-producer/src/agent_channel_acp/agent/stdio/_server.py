@@ -30,6 +30,7 @@ from acp.schema import (
 from ...stream import _mapping as m
 from ...stream._binding import Writer
 from ...stream._outbox import check_limit
+from ...stream._questions import can_elicit
 from ...wire._errors import WireError
 from ...wire._transport import LineTransport
 from .. import _debug as debug
@@ -97,6 +98,13 @@ class AcpServer:
         transport = self._transport
         return transport is None or transport.gone
 
+    elicitation = False
+    """Whether the client advertised form elicitation (the model's questions use it, Q2)."""
+
+    @property
+    def conn(self) -> AgentSideConnection | None:
+        return self._conn
+
     async def request_permission(
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
     ) -> object:
@@ -115,6 +123,7 @@ class AcpServer:
         client_info: Implementation | None = None,
         **kwargs: object,
     ) -> InitializeResponse:
+        self.elicitation = can_elicit(client_capabilities)
         return initialize_response(protocol_version)
 
     async def new_session(

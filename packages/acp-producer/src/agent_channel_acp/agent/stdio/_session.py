@@ -50,6 +50,7 @@ from agent_channel import (
 
 from ...stream import _mapping as m
 from ...stream._binding import Peer
+from ...stream._items import META
 from ...wire._errors import WireError
 from .._execution import BACKLOG_LIMIT, Body, NotRunnable, run
 from .._handler import refused, sdk_error
@@ -194,6 +195,10 @@ class Session:
         ref = self._ref
         if ref is None or self._finished is not None:
             raise sdk_error(WireError.ended(self.id))
+        if self._hub is not None and (
+            qid := self._hub.questions.answer(_text(content), prompt=True)
+        ):
+            return PromptResponse(stop_reason="end_turn", field_meta={f"{META}answered": qid})
         item = UserMessage(content, source="operator")
         p = _Prompt(item.id, asyncio.get_running_loop().create_future(), asyncio.current_task())
         self._pending[item.id] = self._queued[item.id] = p  # before a drain can see it
@@ -347,4 +352,10 @@ def _acp_usage(usage: Usage) -> AcpUsage:
         output_tokens=usage.output_tokens,
         total_tokens=usage.total_tokens,
         thought_tokens=usage.reasoning_tokens,
+    )
+
+
+def _text(content: str | tuple[Content, ...]) -> str:
+    return (
+        content if isinstance(content, str) else " ".join(getattr(p, "text", "") for p in content)
     )
