@@ -140,3 +140,41 @@ async def test_k11_k12_an_attached_client_sees_each_childs_card_and_steers_and_s
             )
             assert tail["childId"] == ids["alpha"] and tail["status"] == "ended"
             assert [m["text"] for m in tail["messages"]][-2:] == ["finish now", "alpha: done"]
+
+
+def _has_orchestrator_demo() -> bool:
+    try:
+        from agent_channel_react import demo
+    except ImportError:
+        return False
+    return hasattr(demo, "orchestrator")
+
+
+@pytest.mark.skipif(not _has_orchestrator_demo(), reason="the orchestrator demo is not there")
+async def test_k11_a_client_attached_to_serve_demo_orchestrator_sees_each_card_change_status(
+    rt: Path,
+) -> None:
+    demo = ("--demo", "orchestrator")
+    with serving(rt, *demo, AGENT_CHANNEL_DEMO_TOOL_SECONDS="0.5") as served:
+        (sid,) = await asyncio.to_thread(served.ids)
+        async with attached(served) as (conn, rec):
+            await conn.load_session(cwd=str(HERE), session_id=sid, mcp_servers=[])
+
+            def ended() -> int:
+                cards = child_cards(rec, sid).values()
+                return sum(c["agent_channel.child"]["status"] == "ended" for c in cards)
+
+            await rec.wait_until(lambda: len(child_cards(rec, sid)) == 3)
+            for n in range(3):  # a guard per child's end: the demo takes a while, no hang
+                await rec.wait_until(lambda n=n: ended() > n)
+            cards = child_cards(rec, sid)
+            ends = {name: c["agent_channel.child"]["end"] for name, c in cards.items()}
+            assert sorted(ends.values()) == ["completed", "completed", "killed"]
+            for name, card in cards.items():
+                final = "failed" if ends[name] == "killed" else "completed"
+                assert card["status"] == final, name
+                assert card["statuses"][-1] == final and "in_progress" in card["statuses"], name
+            steered = [c for c in cards.values() if "agent_channel.steer" in c]
+            assert [c["agent_channel.steer"]["outcome"] for c in steered] == ["delivered"]
+            listed = await conn.ext_method("agent_channel/children", {"sessionId": sid})
+            assert {c["name"]: c["end"] for c in listed["children"]} == ends

@@ -80,7 +80,8 @@ def test_k12_send_child_steers_it_and_messages_child_reads_its_conversation(rt: 
         wait_for(lambda: children(rt, target)["alpha"]["end"] == "completed", "alpha done")
         read = ctl_json(rt, "messages", target, "--child", alpha)
         assert read["childId"] == alpha and read["status"] == "ended"
-        assert [m["text"] for m in read["messages"]] == ["research alpha", "finish it", "alpha: done"]
+        said = [m["text"] for m in read["messages"]]
+        assert said == ["research alpha", "finish it", "alpha: done"]
         assert [m.get("source") for m in read["messages"]][1] == "operator"
         text = ctl(rt, "messages", target, "--child", alpha).stdout.splitlines()
         assert text[0] == f"{target} child {alpha}  ended  3 messages"

@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, cast
 
-from ._parser import DEMO, DEMO_TASK, LOG_ENV, MODEL_ENV, build_parser, fail
+from ._parser import DEMO, DEMO_ORCHESTRATOR, DEMO_TASK, LOG_ENV, MODEL_ENV, build_parser, fail
 
 if TYPE_CHECKING:
     from .. import AgentFactory
@@ -54,8 +54,10 @@ def _agent_and_log(
             2,
         )
     level = args.log_level if args.log_level is not None else _env_log_level()
-    spec = demo if args.demo else args.agent
-    factory = _load_or_fail(spec, demo=args.demo)
+    spec = args.agent
+    if args.demo:
+        spec = DEMO_ORCHESTRATOR if args.demo == "orchestrator" else demo
+    factory = _load_or_fail(spec, demo=bool(args.demo))
     if args.demo:
         _scripted_hint(command, args.model)
     from ._logging import start_logging
@@ -130,7 +132,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         os._exit(130)
 
 
-_VERBS = frozenset({"ls", "messages", "send", "cancel", "cancel-tool", "queue", "end", "bridge"})
+_VERBS = frozenset(
+    {"ls", "messages", "send", "cancel", "cancel-tool", "queue", "end", "bridge", "answer"}
+)
 
 
 def _main(argv: Sequence[str] | None) -> None:
@@ -207,6 +211,7 @@ def _verb(args: argparse.Namespace) -> int:
         "cancel-tool": lambda: ctl.cancel_tool(
             out, args.target, args.tool_call_id, as_json=as_json
         ),
+        "answer": lambda: ctl.answer(out, args.target, args.text, as_json=as_json),
         "queue": lambda: ctl.queue(out, args.target, withdraw=args.withdraw, as_json=as_json),
         "end": lambda: ctl.end(out, args.target, reason=args.reason, as_json=as_json),
     }

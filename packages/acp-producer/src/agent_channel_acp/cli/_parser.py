@@ -18,6 +18,7 @@ AddParser = Callable[..., argparse.ArgumentParser]
 
 DEMO = "agent_channel_react.demo:demo"
 DEMO_TASK = "agent_channel_react.demo:task_demo"
+DEMO_ORCHESTRATOR = "agent_channel_react.demo:orchestrator"
 LOG_ENV = "AGENT_CHANNEL_ACP_LOG"
 MODEL_ENV = "AGENT_CHANNEL_MODEL"
 
@@ -181,7 +182,15 @@ def _add_agent_options(
     # Not required=True: argparse would report a missing --agent before an unknown flag.
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--agent", metavar="MODULE:FACTORY", help=agent)
-    which.add_argument("--demo", action="store_true", help=demo)
+    which.add_argument(
+        "--demo",
+        nargs="?",
+        const=True,
+        choices=["orchestrator"],
+        metavar="orchestrator",
+        help=f"{demo}; --demo orchestrator: an agent that spawns, steers and stops children "
+        f"({DEMO_ORCHESTRATOR})",
+    )
     parser.add_argument("--model", metavar="NAME", help="model name passed to the factory")
     parser.add_argument("--approve", action="store_true", help=approve)
     parser.add_argument(
@@ -265,6 +274,8 @@ def _add_verbs(add_parser: AddParser) -> None:
     send.add_argument("--child", metavar="ID", help="steer this child of it instead (see ls)")
     cancel = verb("cancel", "interrupt an execution's turn (as session/cancel does)")
     cancel.add_argument("--child", metavar="ID", help="stop this child of it instead (see ls)")
+    answer = verb("answer", "answer the question the agent is waiting on (ask_user)")
+    answer.add_argument("text", metavar="TEXT", help="the answer")
     tool = verb("cancel-tool", "cancel one running tool call; the turn goes on")
     tool.add_argument("tool_call_id", metavar="TOOL_CALL_ID")
     queue = verb("queue", "show the operator messages the agent has not read yet")
