@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Protocol
 from uuid import uuid4
 
@@ -171,14 +172,17 @@ class AttachClient:
             raise sdk_error(WireError.observer(session_id))
         if (qid := hub.questions.answer(text, prompt=True)) is not None:  # Q2: an answer
             return PromptResponse(stop_reason="end_turn", field_meta={f"{META}answered": qid})
-        # The answer never overtakes what this connection is owed from before the prompt;
-        # the queue's update that the post causes follows the answer (A7: it is the ack).
-        await self._caught_up()
+        # The answer never overtakes what this connection was owed before the prompt; the
+        # queue's update that the post causes follows it (A7: the answer is the ack). The
+        # marks go in first, so a slow reader still has its message posted at once.
+        owed = self._owed()
         try:
             message_id = hub.post(content, text, self.name)
         except (ChannelClosed, ChannelFull) as e:
             raise refused(session_id, e) from None
         hub.prompted(binding)
+        for written in owed:
+            await written
         # A7: the agent reads it at its boundary; the id is the one the queue lists (A25)
         return PromptResponse(stop_reason="end_turn", field_meta={f"{META}messageId": message_id})
 
@@ -233,12 +237,24 @@ class AttachClient:
         """Wait until every update sent to this connection's sessions so far is written:
         an answer never overtakes them (a client that reads "waiting for operator" has
         the turn that led there, even when its stream is backed up)."""
+        for written in self._owed():
+            await written
+
+    def _owed(self) -> list[asyncio.Future[None]]:
+        """A mark in each of this connection's sessions, put in now: each future is done
+        once everything that session was owed at this moment is written."""
+        loop = asyncio.get_running_loop()
+        owed: list[asyncio.Future[None]] = []
         for wire_id, binding in list(self._bindings.items()):
+            written: asyncio.Future[None] = loop.create_future()
             hub = self._hubs.get(wire_id)
+            done = partial(_settle, written)
             if hub is None:
-                await binding.flush()
+                binding.mark(done)
             else:
-                await hub.caught_up(binding)
+                hub.after(binding, done)
+            owed.append(written)
+        return owed
 
     def _binding(self, session_id: str) -> Binding:
         binding = self._bindings.get(session_id)
@@ -304,3 +320,8 @@ class AttachClient:
 
 def _wants_observe(kwargs: Mapping[str, object]) -> bool:
     return kwargs.get(f"{META}observe") is True
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
