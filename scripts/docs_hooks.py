@@ -7,9 +7,10 @@ Generated, not hand-written, so they cannot drift from what they describe:
   later appear without anyone editing the page);
 - ``<!-- example NAME -->`` becomes the README example of that name (``examples.py``), the
   code CI's wheel smoke runs;
-- ``<!-- rule-tests -->`` becomes a table of the behaviour rules of
-  ``docs/acp-behaviour.md`` and the tests named for each (``test_s5b_...``), read from
-  the test files, so the page shows what the suite proves today and what it does not;
+- ``<!-- rule-tests -->`` becomes a table of the rules (the behaviour rules S and A of
+  ``docs/acp-behaviour.md``, then those of any other page of ``docs/``: K of
+  ``docs/children.md``, Q) and the tests named for each (``test_s5b_...``, ``test_k11_...``),
+  read from the test files, so the page shows what the suite proves today and what it does not;
 - ``<!-- include PATH -->`` becomes the Markdown file at PATH (relative to the
   repository root) with its title dropped and its headings one level down, so the
   package changelogs sit under one page's headings.
@@ -45,8 +46,10 @@ _SECTION = re.compile(
     r"(?:\n.*?^<!-- /(?P=name) -->$)?",  # a directive not yet followed by its text: the marker
     re.M | re.S,
 )
-_RULE = re.compile(r"^- \*\*([SA][1-9][0-9]?[a-z]?)\*\* (.*)$", re.M)
-_RULE_TEST = re.compile(r"^(?:async )?def (test_([sa][1-9][0-9]?[a-z]?)_\w*)", re.M)
+_RULE = re.compile(r"^- \*\*([SAKQ][1-9][0-9]?[a-z]?)\*\* (.*)$", re.M)
+_RULE_TEST = re.compile(r"^(?:async )?def (test_([sakq][1-9][0-9]?[a-z]?)_\w*)", re.M)
+_RULE_PAGE = "docs/acp-behaviour.md"
+"""The page of the behaviour rules (S, A); other pages of ``docs/`` follow (K, Q)."""
 _HEADING = re.compile(r"^(#{1,5}) ", re.M)
 
 
@@ -86,9 +89,16 @@ def rule_tests() -> str:
         for name, rule in _RULE_TEST.findall(path.read_text(encoding="utf-8")):
             rule_id = rule[0].upper() + rule[1:]
             proving.setdefault(rule_id, []).append(f"`{path.relative_to(ROOT)}::{name}`")
-    rules = _RULE.findall((ROOT / "docs/acp-behaviour.md").read_text(encoding="utf-8"))
+    rules = _RULE.findall((ROOT / _RULE_PAGE).read_text(encoding="utf-8"))
     if not rules:
-        raise LookupError("<!-- rule-tests -->: no rules found in docs/acp-behaviour.md")
+        raise LookupError(f"<!-- rule-tests -->: no rules found in {_RULE_PAGE}")
+    seen = {rule_id for rule_id, _ in rules}
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        if page != ROOT / _RULE_PAGE:
+            for rule_id, text in _RULE.findall(page.read_text(encoding="utf-8")):
+                if rule_id[0] in "KQ" and rule_id not in seen:
+                    seen.add(rule_id)
+                    rules.append((rule_id, text))
     rows = ["| rule | what it says | tests named for it |", "|---|---|---|"]
     for rule_id, text in rules:
         summary = text.strip().replace("|", "\\|") + " …"  # the rule's first line
