@@ -80,6 +80,8 @@ def _describe_execution(e: Execution) -> str:
         parts.append(f"{queued} queued")
     if e.get("pendingApproval"):
         parts.append("approval pending")
+    if e.get("pendingQuestion"):
+        parts.append("question pending")
     if e.get("drivable") is False:
         parts.append("observe-only")
     line = "  ".join(parts) + f"  {e.get('title', '')}".rstrip()
@@ -230,6 +232,22 @@ async def cancel(out: Out, target: str, *, as_json: bool) -> int:
         data["reason"] = answer.get("reason")
         line = f"nothing to cancel: no turn is running in {session_id} ({data['reason']})"
     emit(out, as_json, data, line)
+    return 0
+
+
+async def answer(out: Out, target: str, text: str, *, as_json: bool) -> int:
+    """Answer the model's oldest pending question (Q4), however the driver was asked (its
+    form or request is voided). Exit status 1 when no question is waiting."""
+    if not text.strip():
+        raise CtlError("answer: the answer is empty")
+    async with servers() as found:
+        server, execution = resolve(found, target)
+        session_id = exec_id(execution)
+        reply = await server.ask("answer", {"sessionId": session_id, "text": text})
+    data: JsonObject = {"sessionId": session_id, **reply}
+    if not reply.get("answered"):
+        refuse(out, as_json, data, f"nothing to answer: no question is waiting in {session_id}")
+    emit(out, as_json, data, f"answered the question of {session_id}")
     return 0
 
 

@@ -195,6 +195,8 @@ class Hub:
         }
         if children := self._children.listing():
             entry["children"] = children
+        if (question := self.questions.oldest()) is not None:
+            entry["pendingQuestion"] = question
         return dict(entry)
 
     # -- sessions ----------------------------------------------------------------------

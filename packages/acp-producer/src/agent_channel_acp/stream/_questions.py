@@ -38,6 +38,7 @@ from acp.schema import (
 )
 from agent_channel import AgentRef, Answer, Question
 
+from ..wire._frames import PendingQuestion
 from . import _mapping as m
 from ._fanout import Fanout
 from ._items import META, Live, Sink
@@ -106,6 +107,19 @@ class Questions:
         self._release()
 
     # -- answers from outside a client's request -------------------------------------------
+
+    def oldest(self) -> PendingQuestion | None:
+        """The oldest question not answered yet, as the list shows it."""
+        for p in self.pending.values():
+            if not p.future.done():
+                q = p.question
+                return {
+                    "id": q.id,
+                    "text": q.text,
+                    "choices": list(q.choices),
+                    "childId": q.child_id,
+                }
+        return None
 
     def answer(self, text: str, *, prompt: bool = False) -> str | None:
         """Answer the oldest pending question with ``text`` (with ``prompt``: only one asked

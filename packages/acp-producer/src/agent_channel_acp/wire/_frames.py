@@ -105,6 +105,15 @@ class RunningToolCall(TypedDict):
     kind: str
 
 
+class PendingQuestion(TypedDict):
+    """The model's oldest question waiting for an answer (Q4; the ``answer`` verb answers it)."""
+
+    id: str
+    text: str
+    choices: list[str]
+    childId: str | None
+
+
 class Execution(TypedDict):
     """One execution a server holds: an entry of ``list``, of discovery records, of the
     picker's ``_meta``."""
@@ -122,6 +131,7 @@ class Execution(TypedDict):
     started: float
     runningToolCalls: NotRequired[list[RunningToolCall]]
     children: NotRequired[list[ChildEntry]]
+    pendingQuestion: NotRequired[PendingQuestion]
 
 
 class ListResult(TypedDict):

@@ -1,5 +1,5 @@
 """Attach mode's extension requests: list, messages, queue, withdraw, cancel_tool_call,
-cancel_turn, end (A19, A22-A26), children, steer_child, stop_child (K11, K12).
+cancel_turn, end (A19, A22-A26), children, steer_child, stop_child (K11, K12), answer (Q4).
 
 Exists apart from the connection handler so each request is one small function of the
 params and of what it reads (the server's executions, this connection's sessions), and
@@ -174,6 +174,15 @@ async def _stop_child(asker: Asker, params: Params) -> Result:
         raise sdk_error(e) from None
 
 
+async def _answer(asker: Asker, params: Params) -> Result:
+    """Answer the execution's oldest pending question (Q4: the ``answer`` verb)."""
+    hub = asker.target(params)
+    question_id = hub.questions.answer(_string(params, "text"))
+    if question_id is None:
+        return {"answered": False, "reason": "no question is waiting"}
+    return {"answered": True, "questionId": question_id}
+
+
 REQUESTS: dict[str, Callable[[Asker, Params], Awaitable[Result]]] = {
     "agent_channel/list": _list,
     "agent_channel/messages": _messages,
@@ -185,6 +194,7 @@ REQUESTS: dict[str, Callable[[Asker, Params], Awaitable[Result]]] = {
     "agent_channel/children": _children,
     "agent_channel/steer_child": _steer_child,
     "agent_channel/stop_child": _stop_child,
+    "agent_channel/answer": _answer,
 }
 """The extension requests attach mode answers, by the name the SDK hands over."""
 
