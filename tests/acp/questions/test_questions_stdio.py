@@ -209,3 +209,23 @@ async def test_q3_session_cancel_voids_a_question_asked_as_a_message() -> None:
             again = await prompt(conn, sid, "hello")
         assert again.field_meta is None or "agent_channel.answered" not in again.field_meta
         assert "echo: hello" in text_of(rec, sid)
+
+
+async def test_q3_session_cancel_voids_a_pending_permission_request_card() -> None:
+    rec = Asked()
+
+    async def never(request: dict[str, Any]) -> RequestPermissionResponse:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    rec.policy = never
+    async with client(elicitation=False, rec=rec) as (conn, rec):
+        sid = (await conn.new_session(cwd="/", mcp_servers=[])).session_id
+        turn = asyncio.ensure_future(prompt(conn, sid, "choose"))
+        await rec.wait_until(lambda: rec.permissions)
+        card = rec.permissions[0]["toolCall"]["toolCallId"]
+        await conn.cancel(session_id=sid)
+        with anyio.fail_after(GUARD):
+            assert (await turn).stop_reason == "cancelled"
+        states = [u.get("status") for u in rec.updates[sid] if u.get("toolCallId") == card]
+        assert states[-1] == "failed"  # the question's card says it is void
