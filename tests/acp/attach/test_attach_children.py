@@ -16,7 +16,7 @@ from acp import RequestError
 from acp.client.connection import ClientSideConnection
 from attach_harness import AttachRecorder
 from conftest import GUARD, HERE
-from serving import Serving, serving
+from serving import Serving, executions, serving, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -178,3 +178,26 @@ async def test_k11_a_client_attached_to_serve_demo_orchestrator_sees_each_card_c
             assert [c["agent_channel.steer"]["outcome"] for c in steered] == ["delivered"]
             listed = await conn.ext_method("agent_channel/children", {"sessionId": sid})
             assert {c["name"]: c["end"] for c in listed["children"]} == ends
+
+
+async def test_k11_a_client_that_binds_late_gets_the_tree_with_the_replay(rt: Path) -> None:
+    """The cards come in the replay; the tree must too, not only at the next change (a
+    console bound after the children settled showed their cards and an empty tree)."""
+    with serving(rt, *AGENT, "--input", "spawn alpha beta") as served:
+        (sid,) = await asyncio.to_thread(served.ids)
+
+        def settled() -> bool:
+            (e,) = executions(rt)
+            return [c["status"] for c in e.get("children", [])] == ["waiting", "waiting"]
+
+        await asyncio.to_thread(wait_for, settled, "both children waiting")
+        async with attached(served) as (conn, rec):
+            await conn.load_session(cwd=str(HERE), session_id=sid, mcp_servers=[])
+            await rec.wait_until(lambda: len(child_cards(rec, sid)) == 2)
+            await rec.wait_until(lambda: any(m == "agent_channel/children" for m, _ in rec.notes))
+            (note,) = [p for m, p in rec.notes if m == "agent_channel/children"]
+            assert note["sessionId"] == sid
+            assert [(c["name"], c["status"]) for c in note["children"]] == [
+                ("alpha", "waiting"),
+                ("beta", "waiting"),
+            ]

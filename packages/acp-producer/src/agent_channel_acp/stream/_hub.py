@@ -62,7 +62,7 @@ from ..wire._errors import WireError
 from . import _mapping as m
 from ._approvals import ask_driver
 from ._cards import ToolCards
-from ._children import ChildCards
+from ._children import NOTE, ChildCards
 from ._fanout import Fanout
 from ._items import META, Card, Chunk, Live, Sink
 from ._questions import Questions
@@ -205,6 +205,8 @@ class Hub:
         """Attach ``sink``: its preamble (A5) and then every live item, atomically."""
         self.flush()  # the step's items are in the ring: the replay has them, live must not
         sink.attached(self, self._ring.replay(), self._turn_state_note())
+        if self._children.listing():  # K11: the tree with the cards, not at its next change
+            sink.take([Live(NOTE, self._children.note(), keep=True)])
         self._fanout.add(sink, driver=driver)
 
     def unbind(self, sink: Sink) -> None:
