@@ -28,6 +28,7 @@ from ._widgets import (
     SidePanel,
     Transcript,
     approval_markup,
+    children_markup,
     header_markup,
     make_view,
     queue_markup,
@@ -57,6 +58,7 @@ class Console(App[None]):
     #approval { margin-bottom: 1; }
     #approval.active { border: round $warning; padding: 0 1; }
     #queue { margin-bottom: 1; }
+    #children { margin-bottom: 1; }
     #help { color: $text-muted; }
     .entry { margin-bottom: 1; }
     .tool { border: round $panel; padding: 0 1; }
@@ -74,6 +76,10 @@ class Console(App[None]):
         Binding("ctrl+t", "cancel_tool", "cancel tool", priority=True),
         Binding("ctrl+g", "next_tool", "next tool", priority=True),
         Binding("ctrl+w", "withdraw", "withdraw", priority=True),
+        Binding("ctrl+o", "next_child", "next child", priority=True),
+        Binding("ctrl+e", "steer_child", "steer child", show=False, priority=True),
+        Binding("ctrl+x", "stop_child", "stop child", show=False, priority=True),
+        Binding("ctrl+r", "read_child", "read child", show=False, priority=True),
         Binding("ctrl+y", "allow", "allow", priority=True),
         Binding("ctrl+n", "reject", "reject", priority=True),
         Binding("ctrl+q", "quit", "quit", priority=True),
@@ -90,6 +96,8 @@ class Console(App[None]):
         self.link = Link(self.state, target=target, pid=pid, choose=self._choose, observe=observe)
         self.link.on_change = self._mark
         self.selected_tool: str | None = None
+        self.selected_child: str | None = None
+        """The child the child keys act on (K12), chosen with ctrl+o."""
         self._views: dict[str, EntryView | ReasoningView] = {}
         self._dirty = True
         self._shown: dict[str, str] = {}
@@ -159,6 +167,7 @@ class Console(App[None]):
             self.query_one("#input", Input).placeholder = _OBSERVING
         self._put("#header", header_markup(state))
         self._put("#queue", queue_markup(state))
+        self._put("#children", children_markup(state, self.selected_child))
         if self._put("#approval", approval_markup(state.approval)):
             self.query_one("#approval").set_class(state.approval is not None, "active")
         log.keep_up()
@@ -268,6 +277,67 @@ class Console(App[None]):
             view = self._views.get(key) if key else None
             if view is not None:
                 view.refresh_entry(selected=key == self.selected_tool)
+
+    # -- children (K11, K12) ---------------------------------------------------------------
+
+    def action_next_child(self) -> None:
+        ids = [str(c.get("id")) for c in self.state.children]
+        if not ids:
+            self.note("this execution has no children")
+            return
+        i = ids.index(self.selected_child) if self.selected_child in ids else -1
+        self.selected_child = ids[(i + 1) % len(ids)]
+        self._mark()
+
+    def _child(self) -> tuple[str, str] | None:
+        """The selected child's id and name, or a note saying none is."""
+        child = next((c for c in self.state.children if c.get("id") == self.selected_child), None)
+        if child is None:
+            self.note("no child is selected (ctrl+o selects one)")
+            return None
+        return str(child.get("id")), str(child.get("name", "?"))
+
+    def action_steer_child(self) -> None:
+        """Steer the selected child with the input line's text."""
+        if self._observing() or (child := self._child()) is None:
+            return
+        inp = self.query_one("#input", Input)
+        text = inp.value.strip()
+        if not text:
+            self.note("type the steer in the input line, then ctrl+e")
+            return
+        inp.value = ""
+        child_id, name = child
+
+        async def steer() -> None:
+            outcome = await self.link.steer_child(child_id, text)
+            self.note(f"steer for child {name}: {outcome}")
+
+        self._spawn(steer())
+
+    def action_stop_child(self) -> None:
+        if self._observing() or (child := self._child()) is None:
+            return
+        child_id, name = child
+
+        async def stop() -> None:
+            stopped = await self.link.stop_child(child_id)
+            self.note(f"stopped child {name}" if stopped else f"child {name} had ended")
+
+        self._spawn(stop())
+
+    def action_read_child(self) -> None:
+        """The selected child's last messages, as a note in the conversation."""
+        if (child := self._child()) is None:
+            return
+        child_id, name = child
+
+        async def read() -> None:
+            tail = await self.link.child_tail(child_id)
+            lines = [f"{m.get('role', '?')}: {m.get('text', '')}" for m in tail]
+            self.note("\n".join([f"child {name}, its last messages:", *lines]))
+
+        self._spawn(read())
 
     def action_withdraw(self) -> None:
         if self._observing():

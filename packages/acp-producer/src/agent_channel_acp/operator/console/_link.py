@@ -41,6 +41,11 @@ if TYPE_CHECKING:
         EndParams,
         Execution,
         Frame,
+        JsonObject,
+        JsonValue,
+        MessagesParams,
+        SteerChildParams,
+        StopChildParams,
         WithdrawParams,
     )
 
@@ -316,6 +321,29 @@ class Link:
         params: CancelToolCallParams = {"sessionId": session_id, "toolCallId": tool_call_id}
         answer = await self._ask(conn.ext_method(EXT + "cancel_tool_call", dict(params)))
         return bool(answer.get("cancelled"))
+
+    async def steer_child(self, child_id: str, text: str) -> str:
+        """Steer a child as the operator (K12); its outcome: delivered, pending, undelivered."""
+        conn, session_id = self._bound()
+        params: SteerChildParams = {"sessionId": session_id, "childId": child_id, "text": text}
+        answer = await self._ask(conn.ext_method(EXT + "steer_child", dict(params)))
+        return str(answer.get("outcome", "?"))
+
+    async def stop_child(self, child_id: str) -> bool:
+        """Stop a child (K12); ``False`` when it had ended already."""
+        conn, session_id = self._bound()
+        params: StopChildParams = {"sessionId": session_id, "childId": child_id}
+        answer = await self._ask(conn.ext_method(EXT + "stop_child", dict(params)))
+        return bool(answer.get("stopped"))
+
+    async def child_tail(self, child_id: str, tail: int = 5) -> list[JsonObject]:
+        """A child's last ``tail`` messages, summarised."""
+        conn, session_id = self._bound()
+        params: MessagesParams = {"sessionId": session_id, "childId": child_id, "tail": tail}
+        answer = await self._ask(conn.ext_method(EXT + "messages", dict(params)))
+        found = cast("JsonValue", answer.get("messages"))
+        rows = found if isinstance(found, list) else []
+        return [m for m in rows if isinstance(m, dict)]
 
     async def withdraw(self, message_id: str) -> bool:
         conn, session_id = self._bound()

@@ -169,6 +169,8 @@ class State:
     connection: str = "connecting"
     targets: list[JsonValue] = field(default_factory=list["JsonValue"])
     """The picker's targets, when the server asked us to choose."""
+    children: list[JsonObject] = field(default_factory=list["JsonObject"])
+    """The execution's children in tree order (``_agent_channel/children``, K11)."""
     _counter: int = 0
     _vanished: set[str] = field(default_factory=set[str])
     withdrawing: set[str] = field(default_factory=set[str])
@@ -217,6 +219,7 @@ class State:
         self.entries.clear()
         self.changed.clear()
         self.queue = []
+        self.children = []
         self.approval = None
         self.ended = None
         self.turn = ""
@@ -333,6 +336,11 @@ class State:
                         self.changed.append(entry.key)
         elif name == "queue":
             self._queue(params.get("messages") or [])
+        elif name == "children":
+            rows = params.get("children")
+            self.children = (
+                [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+            )
         elif name == "session_ended":
             self.ended = dict(params)
             self.turn = self.turn or "ended"

@@ -179,9 +179,29 @@ def approval_markup(approval: Approval | None) -> str:
     return "\n".join(lines)
 
 
+def children_markup(state: State, selected: str | None) -> str:
+    """The execution's children as a tree (K11), the selected one marked."""
+    if not state.children:
+        return ""
+    lines = [f"[b]Children[/] ({len(state.children)})"]
+    for c in state.children:
+        depth = c.get("depth")
+        indent = "  " * (depth - 1 if isinstance(depth, int) and depth > 0 else 0)
+        status = str(c.get("status", "?"))
+        if status == "ended":
+            status = f"ended ({c.get('end') or '?'})"
+        mark = "▸ " if c.get("id") == selected else "• "
+        name = escape(str(c.get("name", "?")))
+        lines.append(f"{indent}{mark}[b]{name}[/] [dim]{escape(status)}[/]")
+    if selected is not None:
+        lines.append("[dim]ctrl+e steer (the input line) · ctrl+x stop · ctrl+r read[/]")
+    return "\n".join(lines)
+
+
 class SidePanel(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(id="approval")
+        yield Static(id="children")
         yield Static(id="queue")
         yield Static(HELP, id="help")
 
@@ -194,6 +214,7 @@ HELP = (
     "ctrl+t cancel the selected tool\n"
     "ctrl+g select the next running tool\n"
     "ctrl+w withdraw your queued message\n"
+    "ctrl+o select the next child\n"
     "ctrl+y / ctrl+n  answer an approval\n"
     "ctrl+q quit"
 )
