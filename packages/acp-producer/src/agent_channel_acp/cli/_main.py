@@ -148,6 +148,8 @@ def _main(argv: Sequence[str] | None) -> None:
         _env_log_level()  # the agent it starts reads it: fail here, in one line
         _load_or_fail(DEMO, demo=True)
         if args.stdio or args.json:
+            if args.orchestrator:
+                fail("demo: --orchestrator is for the console and --script, not the stdio tour", 2)
             if args.model:
                 fail("demo: --model is for the console and --script, not the stdio tour", 2)
             from ..operator._tour import run_tour
@@ -158,7 +160,14 @@ def _main(argv: Sequence[str] | None) -> None:
         _scripted_hint("demo", args.model)
         # named for the server it starts, which so says nothing more about it
         model = args.model or os.environ.get(MODEL_ENV) or "scripted"
-        sys.exit(demo_main(script=args.script, tool_seconds=args.tool_seconds, model=model))
+        sys.exit(
+            demo_main(
+                script=args.script,
+                tool_seconds=args.tool_seconds,
+                model=model,
+                orchestrator=args.orchestrator,
+            )
+        )
     if args.command == "attach":
         from ..operator.console import attach_main
 

@@ -132,6 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--json", action="store_true", help="the stdio tour as JSON lines")
     demo.add_argument(
+        "--orchestrator",
+        action="store_true",
+        help="`serve --demo orchestrator` instead: the console's tree of its children (piped: "
+        "their lives as a transcript)",
+    )
+    demo.add_argument(
         "--model",
         metavar="NAME",
         help="an OpenAI-compatible model (its server: OPENAI_BASE_URL / OPENAI_API_KEY, "

@@ -151,8 +151,43 @@ class _Player:
                 self.say("  " + entry.line().replace("\n", "\n    "))
 
 
+class _Watcher(_Player):
+    """``demo --orchestrator`` piped: the children's lives as the operator sees them."""
+
+    async def play(self) -> None:
+        state = self.state
+        await self.until("the console to bind", lambda: state.role)
+        self.say(f"attached to {state.title or state.execution_id} as {state.role}")
+        seen: set[tuple[str, str]] = set()
+
+        def news() -> bool:
+            for c in state.children:
+                status = str(c.get("status"))
+                if status == "ended":
+                    status = f"ended ({c.get('end')})"
+                    if c.get("reason"):
+                        status += f": {c.get('reason')}"
+                if (str(c.get("id")), status) not in seen:
+                    seen.add((str(c.get("id")), status))
+                    self.say(f"  child {c.get('name')}: {status}")
+            return len(state.children) >= 3 and all(
+                c.get("status") == "ended" for c in state.children
+            )
+
+        self.say("the orchestrator spawns its researchers; their cards and the tree follow:")
+        await self.until("every child to end", news)
+        await self.until("the orchestrator's answer", lambda: state.turn == "ended")
+        answer = [e for e in state.entries.values() if e.kind == "agent"]
+        if answer:
+            self.say(f"the orchestrator answers: {answer[-1].text}")
+
+
 def start_server(
-    tool_seconds: float | None, model: str | None = None, *, quiet: bool = False
+    tool_seconds: float | None,
+    model: str | None = None,
+    *,
+    quiet: bool = False,
+    orchestrator: bool = False,
 ) -> tuple[subprocess.Popen[str], int]:
     """``serve --demo`` (with ``--model``), its stdout read up to its discovery line;
     ``quiet``: its log is not written over the console's screen (the console shows how
@@ -164,8 +199,9 @@ def start_server(
     if tool_seconds is not None:
         env["AGENT_CHANNEL_DEMO_TOOL_SECONDS"] = str(tool_seconds)
     flags = ["--model", model] if model else []
+    demo = ["--demo", "orchestrator"] if orchestrator else ["--demo"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_channel_acp", "serve", "--demo", "--json", *flags],
+        [sys.executable, "-m", "agent_channel_acp", "serve", *demo, "--json", *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL if quiet else None,
         text=True,
@@ -192,9 +228,9 @@ def stop_server(proc: subprocess.Popen[str]) -> None:
         proc.stdout.close()
 
 
-async def _play(pid: int, out: TextIO) -> None:
+async def _play(pid: int, out: TextIO, *, orchestrator: bool = False) -> None:
     link = Link(State(), pid=pid)
-    player = _Player(link, out)
+    player = (_Watcher if orchestrator else _Player)(link, out)
     running = asyncio.ensure_future(link.run())
     try:
         await player.play()
@@ -207,18 +243,26 @@ async def _play(pid: int, out: TextIO) -> None:
 
 
 def run_script(
-    *, tool_seconds: float | None = None, model: str | None = None, out: TextIO | None = None
+    *,
+    tool_seconds: float | None = None,
+    model: str | None = None,
+    out: TextIO | None = None,
+    orchestrator: bool = False,
 ) -> int:
-    """Play the operator script against a fresh ``serve --demo``; the exit status."""
+    """Play the operator script against a fresh ``serve --demo`` (with ``orchestrator``:
+    watch ``serve --demo orchestrator``'s children); the exit status."""
     sink = out if out is not None else sys.stdout
-    sink.write("agent-channel demo: an operator drives a running agent through ACP\n\n")
+    if orchestrator:
+        sink.write("agent-channel demo: an orchestrator's children, seen through ACP\n\n")
+    else:
+        sink.write("agent-channel demo: an operator drives a running agent through ACP\n\n")
     try:
-        proc, pid = start_server(tool_seconds, model)
+        proc, pid = start_server(tool_seconds, model, orchestrator=orchestrator)
     except ScriptFailed as e:
         sys.stderr.write(f"agent-channel-acp: demo: {e}\n")
         return 1
     try:
-        run(_play(pid, sink))
+        run(_play(pid, sink, orchestrator=orchestrator))
     except ScriptFailed as e:
         sys.stderr.write(f"agent-channel-acp: demo: {e}\n")
         return 1

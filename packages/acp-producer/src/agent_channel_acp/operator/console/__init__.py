@@ -40,22 +40,28 @@ def attach_main(target: str | None, *, observe: bool = False) -> int:
     return run_console(target, observe=observe)
 
 
-def demo_main(*, script: bool, tool_seconds: float | None, model: str | None = None) -> int:
+def demo_main(
+    *,
+    script: bool,
+    tool_seconds: float | None,
+    model: str | None = None,
+    orchestrator: bool = False,
+) -> int:
     """``agent-channel-acp demo``: ``serve --demo`` with the console on it in a terminal;
     the operator script (a transcript, exit 0) with ``--script`` or when stdout is no
     terminal, or when Textual is missing (said in one line)."""
     from .._script import run_script
 
     if script or not (sys.stdout.isatty() and sys.stdin.isatty()):
-        return run_script(tool_seconds=tool_seconds, model=model)
+        return run_script(tool_seconds=tool_seconds, model=model, orchestrator=orchestrator)
     if not _have_textual():
         sys.stderr.write(f"agent-channel-acp: demo: {INSTALL_HINT}; playing the script instead\n")
-        return run_script(tool_seconds=tool_seconds, model=model)
+        return run_script(tool_seconds=tool_seconds, model=model, orchestrator=orchestrator)
     from .._script import ScriptFailed, start_server, stop_server
     from ._app import Console
 
     try:
-        proc, pid = start_server(tool_seconds, model, quiet=True)
+        proc, pid = start_server(tool_seconds, model, quiet=True, orchestrator=orchestrator)
     except ScriptFailed as e:
         sys.stderr.write(f"agent-channel-acp: demo: {e}\n")
         return 1
