@@ -8,9 +8,12 @@ SDK clients on a real attach server subprocess (``attach_server.py``) running
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,7 +28,7 @@ from acp.schema import (
     RequestPermissionResponse,
 )
 from attach_harness import AttachRecorder, Client, Server, serving
-from conftest import GUARD
+from conftest import GUARD, HERE, agent_env
 
 pytestmark = pytest.mark.anyio
 
@@ -155,3 +158,48 @@ async def test_q4_a_question_asked_as_a_message_takes_the_next_prompt_of_a_drive
             answered = await driver.prompt(sid, "Friday noon")
         assert answered["_meta"]["agent_channel.answered"]
         await driver.until(lambda: "answer: Friday noon" in driver.rec.texts(sid))
+
+
+@asynccontextmanager
+async def on_a_trio_thread(tmp: Path, task: str) -> AsyncIterator[tuple[Server, str]]:
+    """``question_program.py``: the asking agent on a trio thread, served by ``attachable``."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(HERE / "question_program.py"),
+        str(tmp / "sock"),
+        task,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=agent_env(),
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    with anyio.fail_after(GUARD * 3):
+        info = json.loads(await proc.stdout.readline())
+    server = Server(Path(info["socket"]), [info["id"]], proc, tmp)
+    try:
+        yield server, info["id"]
+    finally:
+        await server.stop()
+
+
+async def test_q4_a_question_from_an_execution_on_a_trio_thread_reaches_the_driver(
+    tmp_path: Path,
+) -> None:
+    """The resolver runs on the server's loop; the question is asked from the execution's
+    own thread and loop (trio), and its answer crosses back."""
+    async with on_a_trio_thread(tmp_path, "choose") as (server, sid):
+        driver = await connect(server, Person(form_reply={"answer": "blue"}), elicitation=True)
+        await driver.load(sid)
+        await driver.until(lambda: "answer: blue" in driver.rec.texts(sid))
+        assert driver.rec.forms[0]["message"] == "Which colour?"
+
+
+async def test_q3_a_cancel_crosses_to_a_question_asked_on_a_trio_thread(tmp_path: Path) -> None:
+    async with on_a_trio_thread(tmp_path, "choose") as (server, sid):
+        driver = await connect(server, Person(), elicitation=True)  # never answers
+        await driver.load(sid)
+        await driver.until(lambda: driver.rec.forms)
+        await driver.cancel(sid)
+        await driver.until(lambda: driver.rec.completed)  # the form is void
+        await driver.until(lambda: driver.rec.states(sid)[-1:] == ["cancelled"])
+        assert driver.rec.completed == [driver.rec.forms[0]["meta"]["agent_channel.questionId"]]

@@ -27,6 +27,7 @@ import threading
 from collections.abc import Awaitable
 from typing import Any, Protocol, cast
 
+import anyio.to_thread
 from acp import RequestError
 from acp.schema import (
     AllowedOutcome,
@@ -134,10 +135,16 @@ class Questions:
 
     async def resolve(self, q: Question) -> Answer:
         """The resolver the hub routes (any thread: asked on the server's loop)."""
-        if threading.get_ident() != self._thread:
-            future = asyncio.run_coroutine_threadsafe(self._resolve(q), self._loop)
-            return await asyncio.wrap_future(future)
-        return await self._resolve(q)
+        if threading.get_ident() == self._thread:
+            return await self._resolve(q)
+        # The execution's own loop may be trio (``attachable().add``): wait in a worker
+        # thread, which either library can; its cancellation cancels the ask here.
+        future = asyncio.run_coroutine_threadsafe(self._resolve(q), self._loop)
+        try:
+            return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+        except BaseException:
+            future.cancel()
+            raise
 
     async def _resolve(self, q: Question) -> Answer:
         p = Pending(q, self._loop.create_future())
