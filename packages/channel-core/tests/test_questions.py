@@ -5,6 +5,9 @@ The ACP resolver (Q2, Q4) is tested over real transports in tests/acp/stream/tes
 
 from __future__ import annotations
 
+import gc
+import random
+import weakref
 from collections.abc import Callable
 
 import anyio
@@ -139,3 +142,58 @@ async def test_q3_an_interrupt_of_the_asking_turn_cancels_the_pending_question()
                 await ask_user("Proceed?", choices=["yes", "no"])
         assert len(voided) == 1
         await until(lambda: ch.turn_state != "started")
+
+
+async def _race(answer_after: int, interrupt_after: int) -> tuple[str, weakref.ref[object]]:
+    """One question raced by an interrupt; how it ended, and a weak ref to its channel."""
+    started = finished = 0
+
+    async def resolver(q: Question) -> Answer:
+        nonlocal started, finished
+        started += 1
+        try:
+            for _ in range(answer_after):
+                await anyio.lowlevel.checkpoint()
+            return Answer("yes")
+        finally:
+            finished += 1
+
+    async with open_channel() as ch:
+        ref = ch.ref()
+        ref.route_questions(resolver)  # never released: the channel's end must free it
+
+        async def operator() -> None:
+            for _ in range(interrupt_after):
+                await anyio.lowlevel.checkpoint()
+            ref.interrupt()
+
+        result: list[str] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(operator)
+            try:
+                with ch.scope():
+                    answer = await ask_user("Go?")
+                    result.append(answer.text or "")
+                    await anyio.sleep_forever()  # the turn goes on until stopped
+            except AgentInterrupted:
+                result.append("interrupted")
+        ch.drain()
+    assert result in (["yes", "interrupted"], ["interrupted"])
+    assert started == finished <= 1  # a resolver that started finished, once
+    return ("answered" if result[0] == "yes" else "cancelled"), weakref.ref(ch)
+
+
+async def test_q3_interrupts_racing_questions_leave_each_answered_or_cancelled_once() -> None:
+    """500 questions, each raced by an interrupt a random number of loop steps in, against a
+    resolver that answers a random number of steps in: every ask ends exactly one way, each
+    resolver that started finishes exactly once, and no routing keeps its channel alive."""
+    rng = random.Random(18)
+    ends: list[str] = []
+    channels: list[weakref.ref[object]] = []
+    for _ in range(500):
+        end, channel = await _race(rng.randrange(6), rng.randrange(6))
+        ends.append(end)
+        channels.append(channel)
+    gc.collect()
+    assert "answered" in ends and "cancelled" in ends  # both ways were exercised
+    assert all(c() is None for c in channels)
