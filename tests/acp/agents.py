@@ -414,8 +414,9 @@ def raising_body(model: str | None = None) -> Any:
 
 def orchestrator_agent(model: str | None = None) -> Callable[[], Awaitable[None]]:
     """A core loop that orchestrates: ``spawn a b c`` spawns a researcher per word (named
-    by it); anything else is answered ``seen: <text>``. A researcher parks waiting for
-    input until a message with ``finish`` comes (a steer): then it answers and returns.
+    by it), ``ask a`` a child whose one tool call needs approval; anything else is
+    answered ``seen: <text>``. A researcher parks waiting for input until a message with
+    ``finish`` comes (a steer): then it answers and returns.
     Everything the parent reads (the supervisor's notes, the children's announcements)
     lands in its conversation, and it answers each."""
     from agent_channel import Conversation, open_supervisor
@@ -432,6 +433,13 @@ def orchestrator_agent(model: str | None = None) -> Callable[[], Awaitable[None]
                         conversation.append(ChatMessageAssistant(content=f"{topic}: done"))
                     return f"{topic}: done ({m.text})"
 
+    async def asking(topic: str) -> str:
+        """A child whose one tool call needs approval (K9): it says what it was told."""
+        approver = agent_channel().approver
+        call = ToolCall(id="call_1", name="quick", arguments={"why": topic})
+        allowed = approver is None or await approver(call)
+        return f"{topic}: {'allowed' if allowed else 'rejected'}"
+
     async def body() -> None:
         ch = agent_channel()
         conversation = Conversation(ch)
@@ -443,6 +451,9 @@ def orchestrator_agent(model: str | None = None) -> Callable[[], Awaitable[None]
                     with ch.scope():
                         if words[:1] == ["spawn"] and getattr(m, "source", None) != "child":
                             ids = [sup.spawn(researcher, w, name=w) for w in words[1:]]
+                            answer = "spawned " + " ".join(ids)
+                        elif words[:1] == ["ask"] and getattr(m, "source", None) != "child":
+                            ids = [sup.spawn(asking, w, name=w) for w in words[1:]]
                             answer = "spawned " + " ".join(ids)
                         else:
                             answer = f"seen: {m.text}"

@@ -201,3 +201,35 @@ async def test_k11_a_client_that_binds_late_gets_the_tree_with_the_replay(rt: Pa
                 ("alpha", "waiting"),
                 ("beta", "waiting"),
             ]
+
+
+async def test_k9_a_childs_tool_call_reaches_the_client_as_a_permission_request_naming_it(
+    rt: Path,
+) -> None:
+    """Under ``--approve`` the child's call is asked of the driver, titled with the child's
+    name, and its card ends with the answer (the child's own tool events never reach the
+    top level, so a card left ``in_progress`` would run for the parent's whole life)."""
+    with serving(rt, *AGENT, "--approve", "--input", "ask alpha") as served:
+        (sid,) = await asyncio.to_thread(served.ids)
+        async with attached(served) as (conn, rec):
+            await conn.load_session(cwd=str(HERE), session_id=sid, mcp_servers=[])
+            await rec.wait_until(lambda: rec.permissions)
+            (asked,) = rec.permissions
+            call = asked["toolCall"]
+            alpha = next(iter(child_cards(rec, sid).values()))["agent_channel.child"]["id"]
+            assert call["toolCallId"] == f"{alpha}/call_1"
+            assert call["title"] == "alpha: quick"
+            assert call["_meta"]["agent_channel.child"] == {"id": alpha, "name": "alpha"}
+            await rec.wait_until(lambda: child_cards(rec, sid)["alpha"]["status"] == "completed")
+            assert text_of(child_cards(rec, sid)["alpha"]) == "alpha: allowed"
+
+            def card_of_the_call() -> list[str]:
+                return [
+                    u["status"]
+                    for u in rec.updates_of(sid)
+                    if u.get("toolCallId") == call["toolCallId"] and "status" in u
+                ]
+
+            await rec.wait_until(lambda: card_of_the_call()[-1:] == ["completed"])
+            (listed,) = (await conn.ext_method("agent_channel/list", {}))["executions"]
+            assert listed["runningToolCalls"] == []

@@ -17,6 +17,7 @@ from agent_channel import (
     ChatMessage,
     ChatMessageAssistant,
     ChatMessageTool,
+    ChildToolCall,
     ToolCall,
     ToolCallFinished,
     ToolCallStarted,
@@ -25,13 +26,20 @@ from agent_channel import (
 
 from ..wire._frames import RunningToolCall
 from . import _mapping as m
-from ._items import Card, Live, Payload
+from ._items import META, Card, Live, Payload
 from ._ring import Ring, size_of
 
 CARDS_KEPT = 1024
 """Finished tool calls whose card the hub still knows (title, kind, sequence number), newest
 first; every unfinished call is known. So the card maps hold at most this many entries
 plus the calls in flight, however many calls the execution makes."""
+
+
+def child_meta(call: ToolCall) -> dict[str, object] | None:
+    """The ``_meta`` naming the child a call comes from (K9), or None for the top level's."""
+    if not isinstance(call, ChildToolCall):
+        return None
+    return {f"{META}child": {"id": call.child_id, "name": call.child_name}}
 
 
 class ToolCards:
@@ -76,15 +84,32 @@ class ToolCards:
 
     def asked(self, call: ToolCall) -> Card:
         """An approval is asked for ``call``: its card (``pending``) first; its title, kind."""
+        name = f"{call.child_name}: {call.name}" if isinstance(call, ChildToolCall) else call.name
         if call.id not in self._announced:
             self._announced.add(call.id)
-            self.cards.setdefault(call.id, (call.name, "other"))
+            self.cards.setdefault(call.id, (name, "other"))
             title, kind = self.cards[call.id]
             start = m.tool_start(
                 call.id, title=title, kind=kind, raw_input=thaw(call.arguments), status="pending"
             )
-            self._card(serialize_params(start), call.id, keep=True)
-        return self.cards.get(call.id, (call.name, "other"))
+            update = serialize_params(start)
+            if (meta := child_meta(call)) is not None:
+                update["_meta"] = meta
+            self._card(update, call.id, keep=True)
+        return self.cards.get(call.id, (name, "other"))
+
+    def answered_in_child(self, call: ChildToolCall, allowed: bool | None) -> None:
+        """A child's call was answered (K9): its card ends with the answer, since the call's
+        own events stay on the child's channel (the child's card shows how it goes on)."""
+        if call.id not in self._announced:
+            return
+        if allowed:
+            update = m.tool_end_json(call.id, "completed", f"allowed: {call.child_name} runs it")
+        else:
+            why = "rejected" if allowed is False else "not answered"
+            update = m.tool_end_json(call.id, "failed", f"{why}: {call.child_name} does not run it")
+        self._update(update, call.id, keep=True)
+        self._card_done(call.id)
 
     def allowed(self, tool_call_id: str) -> None:
         """The approval was granted: the card moves to ``in_progress``."""

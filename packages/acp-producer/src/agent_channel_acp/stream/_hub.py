@@ -36,6 +36,7 @@ from agent_channel import (
     ChildEnded,
     ChildStarted,
     ChildSteered,
+    ChildToolCall,
     ChildUpdated,
     Content,
     ContentReasoning,
@@ -61,11 +62,11 @@ from ..wire import _frames as f
 from ..wire._errors import WireError
 from . import _mapping as m
 from ._approvals import ask_driver
-from ._cards import ToolCards
+from ._cards import ToolCards, child_meta
 from ._children import NOTE, ChildCards
 from ._fanout import Fanout
 from ._items import META, Card, Chunk, Live, Sink
-from ._questions import Questions
+from ._questions import Questions, across
 from ._queue import OperatorQueue, Queued
 from ._ring import REPLAY, Ring
 
@@ -325,9 +326,8 @@ class Hub:
     # -- approvals (A20) ---------------------------------------------------------------
 
     async def approve(self, call: ToolCall) -> bool:
-        if threading.get_ident() != self._thread:
-            future = asyncio.run_coroutine_threadsafe(self._approve(call), self._loop)
-            return await asyncio.wrap_future(future)
+        if threading.get_ident() != self._thread:  # the execution's loop may be trio
+            return await across(self._loop, self._approve(call))
         return await self._approve(call)
 
     async def _approve(self, call: ToolCall) -> bool:
@@ -340,13 +340,17 @@ class Hub:
             kind=kind,
             status="pending",
             raw_input=thaw(call.arguments),
+            field_meta=child_meta(call),
         )
+        allowed: bool | None = None
         try:
             allowed = await ask_driver(self._fanout, request)
             if allowed:
                 self._cards.allowed(call.id)
             return allowed
         finally:
+            if isinstance(call, ChildToolCall):  # K9: its tool events stay in the child
+                self._cards.answered_in_child(call, allowed)
             self.pending_approval = None
             self._changed()
 
