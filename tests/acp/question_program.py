@@ -1,7 +1,7 @@
 """A program whose execution runs on another thread under trio, served with
 ``agent_channel_acp.attachable``, and whose model asks the operator at once (Q4 across
-threads): ``python question_program.py SOCKET TASK`` prints ``{"socket", "id"}`` once served
-and serves until its stdin closes."""
+threads): ``python question_program.py SOCKET TASK [--approve]`` prints ``{"socket", "id"}``
+once served and serves until its stdin closes."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def _thread(task: str, refs: queue.Queue[AgentRef], added: threading.Event) -> N
 
 async def main() -> None:
     socket, task = Path(sys.argv[1]), sys.argv[2]
-    async with attachable(socket_path=socket) as served:
+    async with attachable(socket_path=socket, approve="--approve" in sys.argv) as served:
         refs: queue.Queue[AgentRef] = queue.Queue()
         added = threading.Event()
         threading.Thread(target=_thread, args=(task, refs, added), daemon=True).start()

@@ -161,13 +161,14 @@ async def test_q4_a_question_asked_as_a_message_takes_the_next_prompt_of_a_drive
 
 
 @asynccontextmanager
-async def on_a_trio_thread(tmp: Path, task: str) -> AsyncIterator[tuple[Server, str]]:
+async def on_a_trio_thread(tmp: Path, task: str, *args: str) -> AsyncIterator[tuple[Server, str]]:
     """``question_program.py``: the asking agent on a trio thread, served by ``attachable``."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(HERE / "question_program.py"),
         str(tmp / "sock"),
         task,
+        *args,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         env=agent_env(),
@@ -203,3 +204,17 @@ async def test_q3_a_cancel_crosses_to_a_question_asked_on_a_trio_thread(tmp_path
         await driver.until(lambda: driver.rec.completed)  # the form is void
         await driver.until(lambda: driver.rec.states(sid)[-1:] == ["cancelled"])
         assert driver.rec.completed == [driver.rec.forms[0]["meta"]["agent_channel.questionId"]]
+
+
+async def test_a20_an_approval_asked_from_an_execution_on_a_trio_thread_is_answered(
+    tmp_path: Path,
+) -> None:
+    """Under ``--approve`` the approval crosses threads as the question does: the driver
+    allows the tool, the tool runs (its child asks, the form answers ``web``)."""
+    async with on_a_trio_thread(tmp_path, "child", "--approve") as (server, sid):
+        driver = await connect(server, Person(form_reply={"answer": "web"}), elicitation=True)
+        await driver.load(sid)
+        await driver.until(lambda: driver.rec.permissions and driver.rec.forms)
+        (asked,) = driver.rec.permissions
+        assert asked["toolCall"]["title"] == "Asking through a child"
+        await driver.until(lambda: "Result:\nweb" in driver.rec.texts(sid))

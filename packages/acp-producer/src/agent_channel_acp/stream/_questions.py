@@ -24,8 +24,8 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable
-from typing import Any, Protocol, cast
+from collections.abc import Awaitable, Coroutine
+from typing import Any, Protocol, TypeVar, cast
 
 import anyio.to_thread
 from acp import RequestError
@@ -45,6 +45,8 @@ from ._fanout import Fanout
 from ._items import META, Live, Sink
 
 log = logging.getLogger("agent_channel_acp")
+
+T = TypeVar("T")
 
 DECLINED = "the operator declined to answer"
 DISMISSED = "the operator dismissed the question"
@@ -137,14 +139,7 @@ class Questions:
         """The resolver the hub routes (any thread: asked on the server's loop)."""
         if threading.get_ident() == self._thread:
             return await self._resolve(q)
-        # The execution's own loop may be trio (``attachable().add``): wait in a worker
-        # thread, which either library can; its cancellation cancels the ask here.
-        future = asyncio.run_coroutine_threadsafe(self._resolve(q), self._loop)
-        try:
-            return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
-        except BaseException:
-            future.cancel()
-            raise
+        return await across(self._loop, self._resolve(q))
 
     async def _resolve(self, q: Question) -> Answer:
         p = Pending(q, self._loop.create_future())
@@ -253,6 +248,21 @@ class Questions:
                 driver.take((Live(None, m.chunk_json("text", void, f"q-{q.id}-void")),))
             raise
         return None  # answered by a prompt (the future) or the driver left: ask again
+
+
+async def across(loop: asyncio.AbstractEventLoop, ask: Coroutine[Any, Any, T]) -> T:
+    """Run ``ask`` on the server's ``loop`` from another thread and wait for its result.
+
+    The asking execution's own loop may be trio (``attachable().add``), where
+    ``asyncio.wrap_future`` fails: the wait is in a worker thread, which either library
+    can do, and cancelling it (an interrupt) cancels ``ask``.
+    """
+    future = asyncio.run_coroutine_threadsafe(ask, loop)
+    try:
+        return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+    except BaseException:
+        future.cancel()
+        raise
 
 
 async def _left(driver: Sink) -> None:
