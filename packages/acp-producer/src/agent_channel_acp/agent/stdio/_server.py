@@ -197,6 +197,12 @@ class AcpServer:
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if debug.asked(method):
             return debug.counts(sessions=len(self._sessions), finished=len(self._finished))
+        if method == "agent_channel/children":  # K11: the read attach mode answers too
+            session_id = params.get("sessionId")
+            if not isinstance(session_id, str) or not session_id:
+                raise sdk_error(WireError.invalid_params("sessionId must be a non-empty string"))
+            session = self._session(session_id)
+            return {"sessionId": session.id, "children": session.children()}
         raise sdk_error(WireError.method_not_found(f"_{method}"))
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:

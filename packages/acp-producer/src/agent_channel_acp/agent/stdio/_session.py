@@ -52,6 +52,7 @@ from ...stream import _mapping as m
 from ...stream._binding import Peer
 from ...stream._items import META
 from ...wire._errors import WireError
+from ...wire._frames import ChildEntry
 from .._execution import BACKLOG_LIMIT, Body, NotRunnable, run
 from .._handler import refused, sdk_error
 from ._stream import StdioBinding, StdioHub
@@ -230,6 +231,10 @@ class Session:
             cancel = Cancel("user_cancel")
             self._our_cancels.add(cancel.id)
             ref.interrupt(cancel)
+
+    def children(self) -> list[ChildEntry]:
+        """The execution's children (K11; the cards and notifications come on their own)."""
+        return self._hub.children() if self._hub is not None else []
 
     async def replay(self) -> None:
         """Send the conversation so far as updates, after what was handed over (S13)."""
