@@ -202,7 +202,7 @@ async def test_q3_a_cancel_crosses_to_a_question_asked_on_a_trio_thread(tmp_path
         await driver.until(lambda: driver.rec.forms)
         await driver.cancel(sid)
         await driver.until(lambda: driver.rec.completed)  # the form is void
-        await driver.until(lambda: driver.rec.states(sid)[-1:] == ["cancelled"])
+        await driver.until(lambda: "cancelled" in driver.rec.states(sid))  # then parked or ended
         assert driver.rec.completed == [driver.rec.forms[0]["meta"]["agent_channel.questionId"]]
 
 
