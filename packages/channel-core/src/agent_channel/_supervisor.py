@@ -260,6 +260,14 @@ class Supervisor:
                 ended = self._ended
             await ended.wait()
 
+    def withdraw_announce(self, child_id: str) -> bool:
+        """Take back the child's :class:`Announce` while the parent has not drained it, for a
+        consumer that gave its model the result another way (a wait on the child): the
+        model reads it once. ``True`` if it was still queued."""
+        with self._lock:
+            announce_id = self._get(child_id).announce_id
+        return announce_id is not None and self._channel.withdraw(announce_id)
+
     @property
     def running(self) -> int:
         """Children alive now (running or waiting), counted against ``max_running``."""

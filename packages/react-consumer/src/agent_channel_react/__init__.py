@@ -8,6 +8,7 @@ events, so any producer can steer it and render it without knowing it.
 from typing import TYPE_CHECKING, Any
 
 from ._agent import Agent
+from ._children import children_tools
 from ._factory import Body, ScriptedAgentFactory, scripted_agent_factory
 from ._model import GenerateConfig, Model, ModelOutput, Stream, ToolInfo
 from ._nested import as_tool, handoff, run
@@ -95,6 +96,7 @@ __all__ = [
     "as_tool",
     "ask_user",
     "call",
+    "children_tools",
     "handoff",
     "react",
     "reply",

@@ -29,7 +29,7 @@ OnRef = Callable[[AgentRef], object]
 """Called with the child's ref before the child starts (to post to it or interrupt it)."""
 
 
-def _state(input: str | Sequence[ChatMessage] | AgentState) -> AgentState:
+def state_of(input: str | Sequence[ChatMessage] | AgentState) -> AgentState:
     if isinstance(input, AgentState):
         return input
     if isinstance(input, str):
@@ -44,14 +44,14 @@ async def run(
     on_ref: OnRef | None = None,
 ) -> AgentState:
     """Run ``agent`` as its own execution, on a fresh channel."""
-    state = _state(input)
+    state = state_of(input)
     async with open_channel() as ch:
         if on_ref is not None:
             on_ref(ch.ref())
         return await agent(state)
 
 
-def _answer(state: AgentState) -> str:
+def answer_of(state: AgentState) -> str:
     return state.output.completion or (state.output.message.text if state.output.message else "")
 
 
@@ -70,7 +70,7 @@ def as_tool(
         Args:
             input: What the agent should do, with everything it needs to know.
         """
-        return _answer(await run(agent, input, on_ref=on_ref))
+        return answer_of(await run(agent, input, on_ref=on_ref))
 
     return tool(name=name, description=description, kind="other", title=f"{name}: {{input}}")(
         delegate

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 import anyio
@@ -31,9 +32,13 @@ from agent_channel import (
     ModelCallStarted,
     ModelDelta,
     StopReason,
+    Supervisor,
     agent_channel,
+    agent_supervisor,
     fold,
     new_id,
+    open_channel,
+    open_supervisor,
     repair,
     wait_for_message,
 )
@@ -126,9 +131,20 @@ class ReactAgent:
             raise ValueError("tool names must be unique")
         self.tool_infos = tuple(t.info for t in tools)
         self.system = system
+        self.supervises = any(t.needs_supervisor for t in tools)
+        """Its tools spawn children: each run opens the execution's supervisor if it has none."""
 
     async def __call__(self, state: AgentState, /) -> AgentState:
-        return await _Run(self, state, agent_channel()).run()
+        if not self.supervises:
+            return await _Run(self, state, agent_channel(), None).run()
+        async with AsyncExitStack() as stack:
+            ch = agent_channel()
+            if type(ch) is not AgentChannel:  # outside any execution: it becomes one
+                ch = await stack.enter_async_context(open_channel())
+            sup = agent_supervisor()  # a child's own, or one its runtime opened
+            if sup is None:
+                sup = await stack.enter_async_context(open_supervisor())
+            return await _Run(self, state, ch, sup).run()
 
 
 def react(
@@ -193,10 +209,13 @@ def _submit_tool(submit: Submit) -> Tool:
 class _Run:
     """One call of a :class:`ReactAgent`: the loop and its bookkeeping."""
 
-    def __init__(self, agent: ReactAgent, state: AgentState, ch: AgentChannel) -> None:
+    def __init__(
+        self, agent: ReactAgent, state: AgentState, ch: AgentChannel, sup: Supervisor | None
+    ) -> None:
         self.agent = agent
         self.state = state
         self.ch = ch
+        self.sup = sup
         self.turns = 0
         self.requests = 0  # model calls since the last user message
         self.held: list[ChatMessage] = []  # tool-added messages waiting for their batch's results
@@ -233,13 +252,7 @@ class _Run:
         while True:
             items = ch.drain()
             if items:
-                folded = fold(items)
-                if folded.cancel is not None:
-                    # The interrupt landed between scopes; taking it here is the boundary
-                    # honouring it (the core published TurnCancelled): stop as if a scope had.
-                    await self.stop(folded, folded.cancel)
-                else:
-                    self.take(folded)
+                await self.absorb(fold(items))
             hit = self.limit_hit()
             if hit is not None:
                 end, detail = hit
@@ -295,6 +308,16 @@ class _Run:
                 continue
             if output.message.tool_calls:
                 continue
+            if self.sup is not None:
+                # Children's announcements are the next input: one that came while the
+                # model spoke is read now, and while children work the run waits for one
+                # rather than ending (which would end them) or urging the model on.
+                late = ch.drain()
+                if late or self.sup.running:
+                    await self.absorb(
+                        fold(late) if late else await wait_for_message(ch, output.stop_reason)
+                    )
+                    continue
             if not interactive:
                 self.append(ChatMessageUser(content=agent.continue_prompt))
                 continue
@@ -325,6 +348,15 @@ class _Run:
         held, self.held = self.held, []
         for m in held:
             self.append(m)
+
+    async def absorb(self, folded: Folded) -> None:
+        """Take what a boundary drained; a Cancel in it stops the run as a scope would."""
+        if folded.cancel is not None:
+            # The interrupt landed between scopes; taking it here is the boundary
+            # honouring it (the core published TurnCancelled): stop as if a scope had.
+            await self.stop(folded, folded.cancel)
+        else:
+            self.take(folded)
 
     def take(self, folded: Folded) -> None:
         for m in folded.messages:

@@ -50,6 +50,9 @@ class Tool:
     """Ask the channel's approver first (the submit tool does not: it has no effects)."""
     wants_conversation: bool = False
     """Pass the conversation so far as the ``conversation`` keyword (handoffs need it)."""
+    needs_supervisor: bool = False
+    """The tool spawns children (:func:`children_tools`): a loop given it opens the
+    execution's supervisor for the run."""
     _validator: type[BaseModel] | None = field(default=None, repr=False, compare=False)
 
     @property
