@@ -90,3 +90,31 @@ def test_k12_send_child_steers_it_and_messages_child_reads_its_conversation(rt: 
         assert "did not read it" in late.stderr
         listing = ctl(rt, "ls").stdout
         assert f"child {alpha}  ended (completed)  1 turns  alpha" in listing
+
+
+def test_k11_after_the_parent_ends_ls_shows_its_children_ended_and_their_reads_say_why(
+    rt: Path,
+) -> None:
+    with serving(rt, *AGENT) as served:
+        (target,) = served.ids()
+        wait_for(lambda: len(children(rt, target)) == 3, "three children")
+        alpha = children(rt, target)["alpha"]["id"]
+        run = ctl(rt, "end", target)
+        assert run.returncode == 0, run.stderr
+        wait_for(
+            lambda: {c["end"] for c in children(rt, target).values()} == {"parent_ended"},
+            "every child ended with its parent",
+        )
+        assert f"child {alpha}  ended (parent_ended)" in ctl(rt, "ls").stdout
+        one_line_failure(
+            ctl(rt, "messages", target, "--child", alpha),
+            f"child {alpha!r} ended with its execution",
+        )
+        one_line_failure(ctl(rt, "messages", target, "--child", "nope"), "has no child 'nope'")
+        stopped = json.loads(ctl(rt, "cancel", target, "--child", alpha, "--json").stdout)
+        assert stopped == {
+            "sessionId": target,
+            "childId": alpha,
+            "stopped": False,
+            "status": "ended",
+        }

@@ -277,6 +277,8 @@ class Hub:
         try:
             return self.ref.children.messages(child_id, tail)
         except UnknownChild:
+            if self._children.known(child_id) is not None:
+                raise WireError.child_gone(self.id, child_id) from None
             raise WireError.unknown_child(self.id, child_id) from None
 
     async def steer_child(self, child_id: str, text: str) -> f.SteerChildResult:

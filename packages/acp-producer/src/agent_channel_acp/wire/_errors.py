@@ -197,6 +197,12 @@ class WireError(Exception):
         return WireError(RESOURCE_NOT_FOUND, _MESSAGES[RESOURCE_NOT_FOUND], data)
 
     @classmethod
+    def child_gone(cls, session_id: str, child_id: str) -> WireError:
+        """K11: a child known to have been there, whose execution has ended since."""
+        reason = f"child {child_id!r} ended with its execution: its conversation is not kept"
+        return cls.invalid_request(reason, sessionId=session_id, childId=child_id)
+
+    @classmethod
     def empty_prompt(cls) -> WireError:
         return cls.invalid_params("the prompt is empty")
 
