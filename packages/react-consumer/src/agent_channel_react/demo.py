@@ -13,6 +13,10 @@ takes operator messages like ``demo``. Both run a scripted model unless a model 
 OpenAI-compatible server (OPENAI_BASE_URL / OPENAI_API_KEY) with the same tools. A key or a
 URL alone does not switch: many shells have one set. ``model="scripted"`` forces the script.
 
+``orchestrator`` starts on a built-in task too: it spawns three researchers of different
+lengths (:data:`RESEARCH`), steers one halfway, kills one, and writes its answer from what
+their announcements and results said; then it takes operator messages.
+
 Load them by dotted path: ``agent_channel_react.demo:demo``.
 """
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Sequence
 
 import anyio
@@ -33,10 +38,19 @@ from agent_channel import (
     ContentResourceLink,
 )
 
+from ._children import children_tools
 from ._factory import Body
 from ._model import Model, ToolInfo
 from ._react import ReactAgent, react
-from ._scripted import ScriptedModel, ScriptItem, ScriptStep, call, reply, tool_call
+from ._scripted import (
+    ScriptedModel,
+    ScriptFunction,
+    ScriptItem,
+    ScriptStep,
+    call,
+    reply,
+    tool_call,
+)
 from ._state import AgentState
 from ._tool import Tool, tool
 
@@ -275,5 +289,161 @@ def task_demo(model: str | None = None) -> Body:
 
     async def body() -> AgentState:
         return await agent(AgentState(messages=[ChatMessageUser(content=TASK, source="task")]))
+
+    return body
+
+
+# -- the orchestrator ----------------------------------------------------------------------
+
+RESEARCH = (("runtimes", 2), ("cancellation", 6), ("history", 12))
+"""The orchestrator's researchers: a topic each and how many searches it takes."""
+STEERED, KILLED = "cancellation", "history"
+STEER = "Focus on how a cancelled call still gets its result."
+ORCHESTRATOR_TASK = (
+    f"Write a short answer on {TOPIC}. Start one researcher per topic ("
+    + ", ".join(topic for topic, _ in RESEARCH)
+    + f"); when the first is done, tell the {STEERED} researcher to focus on cancelled calls' "
+    f"results, stop the {KILLED} researcher (too slow), then answer from what they found."
+)
+ORCHESTRATOR_PROMPT = (
+    "You coordinate researchers: start them with spawn_agent, redirect them with steer_agent, "
+    "stop them with kill_agent, and wait_for_agent when you need a result. Their results "
+    "also arrive as messages when they end. Write the final answer from what they found."
+)
+RESEARCHER_PROMPT = "You are a researcher. Search as many times as the task says, then report."
+_STEPS = re.compile(r"in (\d+) searches")
+_STARTED = re.compile(r"^Started (\S+) \(id ([0-9a-f]+)\)")
+_ENDS = ("wait_for_agent", "kill_agent")
+"""The child tools whose results tell how a child ended (its announcement is then not sent)."""
+_REPORT = re.compile(r"Child (\S+) \(id [0-9a-f]+\) ([^\n]*)(?:\n\nResult:\n([^\n]*))?")
+
+
+def research_task(topic: str, searches: int) -> str:
+    """A researcher's task (the scripted researcher reads the number of searches in it)."""
+    return f"Research {topic} for a briefing on {TOPIC}, in {searches} searches."
+
+
+def researcher_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) -> ScriptItem:
+    """A researcher: the searches its task asks for, then its findings, steers included."""
+    slow = min(0.5, tool_seconds() / 3)
+    task = next((m for m in messages if isinstance(m, ChatMessageUser)), None)
+    if task is None:
+        return reply("No task was given.")
+    found = _STEPS.search(task.text)
+    searches = int(found.group(1)) if found else 1
+    topic = task.text.removeprefix("Research ").split(" for a briefing")[0]
+    rounds = sum(1 for m in messages if isinstance(m, ChatMessageAssistant) and m.tool_calls)
+    if rounds < searches:
+        query = f"{topic}, part {rounds + 1} of {searches}"
+        return call(tool_call("search", query=query), content=f"Searching: {query}.", delay=slow)
+    told = [m.text for m in messages if isinstance(m, ChatMessageUser) and m.source == "parent"]
+    body = f"Findings on {topic}: {searches} searches, each with an overview and a design note."
+    if told:
+        body += " As asked: " + " ".join(told)
+    return reply(body, delay=slow)
+
+
+def _spawned(messages: Sequence[ChatMessage]) -> dict[str, str]:
+    """The researchers started so far: topic → child id, read from spawn_agent's results."""
+    out: dict[str, str] = {}
+    for m in messages:
+        if isinstance(m, ChatMessageTool) and m.function == "spawn_agent":
+            started = _STARTED.match(m.text)
+            if started:
+                out[started.group(1)] = started.group(2)
+    return out
+
+
+def _heard(messages: Sequence[ChatMessage]) -> list[str]:
+    """What the researchers reported, from announcements and waits: who, how it ended, and
+    the first line of its result."""
+    heard: list[str] = []
+    for m in messages:
+        child = isinstance(m, ChatMessageUser) and m.source == "child"
+        if child or (isinstance(m, ChatMessageTool) and m.function in _ENDS):
+            for name, how, result in _REPORT.findall(m.text):
+                heard.append(f"{name} {how}" + (f" {result}" if result else ""))
+    return heard
+
+
+def orchestrator_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) -> ScriptItem:
+    """The orchestrator: spawn three, wait for the first, steer one, kill one, answer."""
+    slow = min(0.5, tool_seconds() / 3)
+    u = _last_user(messages)
+    user = messages[u] if u >= 0 else None
+    if not isinstance(user, ChatMessageUser) or user.source not in ("task", "child"):
+        said = _describe(user) if user is not None else "Nothing yet"
+        return reply(f"{said}. The answer above stands; start me again for another.")
+    task = max(i for i, m in enumerate(messages) if getattr(m, "source", None) == "task")
+    ids = _spawned(messages[task:])
+    rounds = sum(1 for m in messages[task:] if isinstance(m, ChatMessageAssistant) and m.tool_calls)
+    first = RESEARCH[0][0]
+    steps: list[ScriptStep] = [
+        call(
+            *(
+                tool_call("spawn_agent", agent="researcher", task=research_task(t, n), name=t)
+                for t, n in RESEARCH
+            ),
+            content="Starting three researchers.",
+        ),
+        call(tool_call("wait_for_agent", ids=[ids.get(first, "")]), content=f"Waiting: {first}."),
+        call(
+            tool_call("steer_agent", id=ids.get(STEERED, ""), message=STEER),
+            content=f"Redirecting {STEERED}.",
+        ),
+        call(
+            tool_call("kill_agent", id=ids.get(KILLED, ""), reason="too slow for this answer"),
+            content=f"Stopping {KILLED}.",
+        ),
+        # The operator's question goes here (helper Q): an ask_user step, e.g. which of
+        # the findings to lead with, read back in the answer below.
+        call(tool_call("wait_for_agent", ids=[ids.get(STEERED, "")]), content="Waiting."),
+    ]
+    if rounds < len(steps):
+        return dataclasses.replace(steps[rounds], delay=slow)
+    heard = _heard(messages[task:])
+    body = f"Answer on {TOPIC}, from {len(heard)} researcher report(s): " + " ".join(heard)
+    return reply(body, delay=slow)
+
+
+def _orchestrator_model(model: str | None, script: ScriptFunction, name: str) -> Model:
+    chosen = model or os.environ.get(MODEL_ENV)
+    if not chosen or chosen == "scripted":
+        return ScriptedModel(script, name=name)
+    from ._openai import OpenAIModel
+
+    return OpenAIModel(chosen)
+
+
+def researcher_agent(model: str | None = None) -> ReactAgent:
+    """The orchestrator's researcher: it searches (the demo's slow tool) and reports."""
+    return react(
+        model=_orchestrator_model(model, researcher_script, "researcher-scripted"),
+        tools=(search,),
+        prompt=RESEARCHER_PROMPT,
+        submit=False,
+        description="searches a topic and reports its findings",
+    )
+
+
+def orchestrator_agent(model: str | None = None) -> ReactAgent:
+    """The orchestrator's react agent, offering :func:`researcher_agent` on the same model."""
+    researcher = researcher_agent(model)
+    return react(
+        model=_orchestrator_model(model, orchestrator_script, "orchestrator-scripted"),
+        tools=children_tools({"researcher": researcher}),
+        prompt=ORCHESTRATOR_PROMPT,
+        submit=False,
+    )
+
+
+def orchestrator(model: str | None = None) -> Body:
+    """Factory for the orchestrator demo: it works its task with three researchers, then
+    stays interactive."""
+    agent = orchestrator_agent(model)
+
+    async def body() -> AgentState:
+        task = ChatMessageUser(content=ORCHESTRATOR_TASK, source="task")
+        return await agent(AgentState(messages=[task]))
 
     return body
