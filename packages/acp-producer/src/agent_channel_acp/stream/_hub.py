@@ -399,9 +399,7 @@ class Hub:
         elif isinstance(ev, ExecutionFinished):
             self._finish(ev)
         elif isinstance(ev, ChildStarted | ChildUpdated | ChildSteered | ChildEnded):
-            self._children.on_event(ev)
-            if isinstance(ev, ChildStarted | ChildEnded):
-                self._changed()
+            self._children.on_event(ev)  # nothing a discovery record keeps: no _changed
 
     def _model_finished(self, ev: ModelCallFinished) -> None:
         msg = ev.message
