@@ -155,7 +155,8 @@ async def test_k11_a_client_attached_to_serve_demo_orchestrator_sees_each_card_c
     rt: Path,
 ) -> None:
     demo = ("--demo", "orchestrator")
-    with serving(rt, *demo, AGENT_CHANNEL_DEMO_TOOL_SECONDS="0.5") as served:
+    # steps of 1 s: the client binds long before the first child (two steps) ends
+    with serving(rt, *demo, AGENT_CHANNEL_DEMO_TOOL_SECONDS="1.0") as served:
         (sid,) = await asyncio.to_thread(served.ids)
         async with attached(served) as (conn, rec):
             await conn.load_session(cwd=str(HERE), session_id=sid, mcp_servers=[])
@@ -165,8 +166,9 @@ async def test_k11_a_client_attached_to_serve_demo_orchestrator_sees_each_card_c
                 return sum(c["agent_channel.child"]["status"] == "ended" for c in cards)
 
             await rec.wait_until(lambda: len(child_cards(rec, sid)) == 3)
-            for n in range(3):  # a guard per child's end: the demo takes a while, no hang
-                await rec.wait_until(lambda n=n: ended() > n)
+            while ended() < 3:  # the guard is per frame: the demo takes a while, never stalls
+                frames = len(rec.wire)
+                await rec.wait_until(lambda n=frames: ended() == 3 or len(rec.wire) > n)
             cards = child_cards(rec, sid)
             ends = {name: c["agent_channel.child"]["end"] for name, c in cards.items()}
             assert sorted(ends.values()) == ["completed", "completed", "killed"]

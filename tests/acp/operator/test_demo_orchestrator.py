@@ -25,9 +25,10 @@ def test_k11_demo_orchestrator_piped_prints_each_childs_life_and_the_answer(
 ) -> None:
     rt = tmp_path / "rt"
     rt.mkdir(mode=0o700)
+    steps = "1.0"  # seconds: the watcher binds long before the first child (two steps) ends
     run = subprocess.run(
         [sys.executable, "-m", "agent_channel_acp", "demo", "--orchestrator"],
-        env=agent_env(AGENT_CHANNEL_RUNTIME_DIR=str(rt), AGENT_CHANNEL_DEMO_TOOL_SECONDS="0.2"),
+        env=agent_env(AGENT_CHANNEL_RUNTIME_DIR=str(rt), AGENT_CHANNEL_DEMO_TOOL_SECONDS=steps),
         capture_output=True,
         text=True,
         cwd=HERE,
