@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from serving import execution, serving
+from serving import execution, executions, serving
 from test_console_terminal import TMUX, poll, terminal
 
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed (CI installs it)")
@@ -45,3 +45,20 @@ def test_k12_the_tree_on_screen_and_a_child_stopped_by_key(tmp_path: Path, rt: P
             poll(lambda: children() == {"alpha": "waiting", "beta": "killed"}, "beta alone ended")
             term.keys("C-q")
             assert term.exit_status() == 0
+
+
+def test_k12_demo_orchestrator_opens_the_console_on_the_tree(tmp_path: Path, rt: Path) -> None:
+    """``demo --orchestrator`` in a terminal: the console on ``serve --demo orchestrator``;
+    its researchers' steps never end here, so the only end is the one the key makes."""
+    argv = [sys.executable, "-m", "agent_channel_acp", "demo", "--orchestrator"]
+    with terminal(tmp_path, argv, rt, AGENT_CHANNEL_DEMO_TOOL_SECONDS="600") as term:
+        term.until("the tree", lambda s: "Children (3)" in s and s.count(" running") >= 3)
+        term.keys("C-o")
+        term.until("a child selected", lambda s: "▸ " in s)
+        term.keys("C-x")
+        term.until("the child stopped", lambda s: "ended (killed)" in s)
+        (listed,) = executions(rt)
+        first = listed["children"][0]  # the first in the tree: the one ctrl+o selected
+        assert first["end"] == "killed" and first["reason"] == "stopped by the operator"
+        term.keys("C-q")
+        assert term.exit_status() == 0
