@@ -367,3 +367,31 @@ async def test_k10_an_announcement_made_while_the_model_speaks_is_read_before_th
         f"Child r-1 (id {c}) completed.\n\nResult:\nReport: x [found x]",
         f"Done. Child r-1 (id {c}) completed.\n\nResult:\nReport: x [found x]",
     ]
+
+
+async def test_k10_a_child_agent_with_child_tools_nests_to_the_depth_limit() -> None:
+    def script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) -> ScriptItem:
+        last = messages[-1]
+        if _rounds(messages) == 0:
+            return call(tool_call("spawn_agent", agent="nest", task="Go deeper."))
+        if isinstance(last, ChatMessageTool):
+            return reply(f"Bottom: {last.error}" if last.error else "Waiting.")
+        return reply(f"Up: {last.text.splitlines()[0]}")
+
+    async def nest(task: str) -> str:
+        """Itself, one level deeper."""
+        state = await agent(_input(task))
+        return state.output.completion
+
+    agent = react(model=ScriptedModel(script), tools=children_tools({"nest": nest}), submit=False)
+    ends: list[ChildEnded] = []
+    async with open_channel() as ch:
+        ch.ref().subscribe(lambda e: ends.append(e) if isinstance(e, ChildEnded) else None)
+        state = await agent(_input())
+    tree = sorted((e.child for e in ends), key=lambda c: c.depth)
+    assert [(c.depth, c.end) for c in tree] == [(1, "completed"), (2, "completed")]
+    assert tree[1].result == (
+        "Bottom: not started: depth limit: this execution is 2 level(s) below the top and "
+        "children nest at most 2 deep; do this work here instead"
+    )
+    assert state.messages[-1].text == f"Up: Child nest-1 (id {tree[0].id}) completed."

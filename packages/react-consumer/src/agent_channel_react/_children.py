@@ -97,7 +97,8 @@ def children_tools(
             asked = ChildLimits(max_turns, max_tokens, max_seconds)
         except ValueError as e:
             raise ToolError(str(e)) from None
-        label = name or f"{agent}-{sum(1 for c in sup.children() if c.name.startswith(agent)) + 1}"
+        same = sum(1 for c in sup.children() if c.name.startswith(f"{agent}-"))
+        label = name or f"{agent}-{same + 1}"
         try:
             child_id = sup.spawn(body, task, name=label, limits=_tighter(ceiling, asked))
         except SpawnRefused as e:
