@@ -395,3 +395,28 @@ async def test_k10_a_child_agent_with_child_tools_nests_to_the_depth_limit() -> 
         "children nest at most 2 deep; do this work here instead"
     )
     assert state.messages[-1].text == f"Up: Child nest-1 (id {tree[0].id}) completed."
+
+
+async def test_k9_an_agent_run_as_a_tool_asks_its_callers_approver_naming_it() -> None:
+    asked: list[ToolCall] = []
+
+    async def operator(call: ToolCall) -> bool:
+        asked.append(call)
+        return call.name == "helper"  # the delegation is allowed; the helper's search is not
+
+    helper = _researcher()
+    model = ScriptedModel([call(tool_call("helper", input="x")), "Parent answer."])
+    agent = react(
+        model=model,
+        tools=[as_tool(helper, name="helper", description="a helper")],
+        submit=False,
+    )
+    async with open_channel(approver=operator):
+        state = await agent(_input())
+    assert [(type(a).__name__, a.name) for a in asked] == [
+        ("ToolCall", "helper"),
+        ("ChildToolCall", "search"),
+    ]
+    nested = asked[1]
+    assert isinstance(nested, ChildToolCall) and nested.child_name == "helper"
+    assert _results(state, "helper") == ["Report: x [rejected by the operator]"]

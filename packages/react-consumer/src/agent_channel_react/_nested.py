@@ -4,7 +4,8 @@ A child's channel is real and works (whoever gets its ref can post to it and
 interrupt it), but nothing attaches to it by default, so it is inert. The
 parent's producers hold the parent's ref and have no path to it. A child run
 as a tool is awaited inside the parent's scope, so interrupting the parent
-stops the child with it.
+stops the child with it. Its tool calls still ask the caller's approver (K9): a
+child never runs with wider permissions than its parent.
 """
 
 from __future__ import annotations
@@ -13,11 +14,17 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from agent_channel import (
+    AgentChannel,
     AgentRef,
+    Approver,
     ChatMessage,
     ChatMessageAssistant,
     ChatMessageSystem,
     ChatMessageUser,
+    ChildToolCall,
+    ToolCall,
+    agent_channel,
+    new_id,
     open_channel,
 )
 
@@ -42,13 +49,41 @@ async def run(
     input: str | Sequence[ChatMessage] | AgentState,
     *,
     on_ref: OnRef | None = None,
+    name: str | None = None,
 ) -> AgentState:
-    """Run ``agent`` as its own execution, on a fresh channel."""
+    """Run ``agent`` as its own execution, on a fresh channel; its tool calls ask the
+    caller's approver, if the caller has one, naming it ``name`` (default: the agent's)."""
     state = state_of(input)
-    async with open_channel() as ch:
+    called: str = name or getattr(agent, "name", None) or type(agent).__name__
+    async with open_channel(approver=_asking(agent_channel(), called)) as ch:
         if on_ref is not None:
             on_ref(ch.ref())
         return await agent(state)
+
+
+def _asking(caller: AgentChannel, name: str) -> Approver | None:
+    """The nested run's approver: the caller's, read at each call, asked a
+    :class:`ChildToolCall` naming the nested agent (``None`` outside any execution)."""
+    if type(caller) is not AgentChannel:
+        return None
+    nested_id = new_id()
+
+    async def approve(call: ToolCall) -> bool:
+        above = caller.approver
+        if above is None:
+            return True
+        if not isinstance(call, ChildToolCall):
+            call = ChildToolCall(
+                id=f"{nested_id}/{call.id}",
+                name=call.name,
+                arguments=call.arguments,
+                child_id=nested_id,
+                child_name=name,
+                call_id=call.id,
+            )
+        return await above(call)
+
+    return approve
 
 
 def answer_of(state: AgentState) -> str:
@@ -70,7 +105,7 @@ def as_tool(
         Args:
             input: What the agent should do, with everything it needs to know.
         """
-        return answer_of(await run(agent, input, on_ref=on_ref))
+        return answer_of(await run(agent, input, on_ref=on_ref, name=name))
 
     return tool(name=name, description=description, kind="other", title=f"{name}: {{input}}")(
         delegate
@@ -97,7 +132,7 @@ def handoff(
         if before and isinstance(before[-1], ChatMessageAssistant):
             last = before[-1]
             before[-1] = last.model_copy(update={"tool_calls": ()})
-        state = await run(agent, list(before), on_ref=on_ref)
+        state = await run(agent, list(before), on_ref=on_ref, name=name)
         # What the child added, by id: it may have put its own system message first.
         known = {m.id for m in before}
         back: list[ChatMessage] = [
