@@ -648,3 +648,19 @@ async def test_k9_an_approver_a_producer_routes_later_binds_running_children() -
         again = sup.spawn(child, "after")
         assert (await sup.wait(again)).result == "True"  # no approver anywhere: none asked
     assert asked == ["write"]
+
+
+async def test_k5_a_consumer_that_read_a_childs_end_another_way_takes_its_announce_back() -> None:
+    async def quick(task: str) -> str:
+        return f"done {task}"
+
+    async with open_channel() as parent, open_supervisor() as sup:
+        c = sup.spawn(quick, "x")
+        await sup.wait(c)
+        assert sup.withdraw_announce(c) is True  # still queued: taken back
+        assert sup.withdraw_announce(c) is False  # once
+        assert announces(parent.drain()) == []
+        d = sup.spawn(quick, "y")
+        await sup.wait(d)
+        assert [a.child_id for a in announces(parent.drain())] == [d]
+        assert sup.withdraw_announce(d) is False  # drained already: nothing to take back
