@@ -420,3 +420,30 @@ async def test_k9_an_agent_run_as_a_tool_asks_its_callers_approver_naming_it() -
     nested = asked[1]
     assert isinstance(nested, ChildToolCall) and nested.child_name == "helper"
     assert _results(state, "helper") == ["Report: x [rejected by the operator]"]
+
+
+async def test_k10_the_registry_takes_agents_plain_agent_functions_and_core_bodies() -> None:
+    async def echo_agent(state: AgentState) -> AgentState:
+        """Says its task back."""
+        state.output.completion = f"agent read {state.messages[-1].text}"
+        return state
+
+    async def body(task: str) -> str:
+        """Shouts its task."""
+        return task.upper()
+
+    plan = _plan(
+        lambda ids: call(
+            tool_call("spawn_agent", agent="echo", task="one"),
+            tool_call("spawn_agent", agent="shout", task="two"),
+        )
+    )
+    tools = children_tools({"echo": echo_agent, "shout": body})
+    spawn = next(t for t in tools if t.name == "spawn_agent")
+    assert spawn.parameters["properties"]["agent"]["enum"] == ["echo", "shout"]
+    assert "- echo: Says its task back.\n- shout: Shouts its task." in spawn.description
+    agent = react(model=ScriptedModel(plan), tools=tools, submit=False)
+    async with open_channel():
+        state = await agent(_input())
+    heard = "\n\n".join(m.text for m in state.messages if getattr(m, "source", None) == "child")
+    assert sorted(re.findall(r"Result:\n(.*)", heard)) == ["TWO", "agent read one"]
