@@ -75,6 +75,7 @@ async def test_the_orchestrator_with_a_model_name_runs_it_and_its_researchers_on
     scripted = orchestrator_agent()
     assert scripted.model.name == "orchestrator-scripted"
     assert sorted(scripted.tools) == [
+        "ask_user",
         "kill_agent",
         "list_agents",
         "spawn_agent",

@@ -14,8 +14,9 @@ OpenAI-compatible server (OPENAI_BASE_URL / OPENAI_API_KEY) with the same tools.
 URL alone does not switch: many shells have one set. ``model="scripted"`` forces the script.
 
 ``orchestrator`` starts on a built-in task too: it spawns three researchers of different
-lengths (:data:`RESEARCH`), steers one halfway, kills one, and writes its answer from what
-their announcements and results said; then it takes operator messages.
+lengths (:data:`RESEARCH`), steers one halfway, kills one, asks the operator which findings
+to lead with (:data:`QUESTION`, ``ask_user`` with two choices), and writes its answer from
+what their announcements and results said; then it takes operator messages.
 
 Load them by dotted path: ``agent_channel_react.demo:demo``.
 """
@@ -41,6 +42,7 @@ from agent_channel import (
 from ._children import children_tools
 from ._factory import Body
 from ._model import Model, ToolInfo
+from ._questions import ask_user
 from ._react import ReactAgent, react
 from ._scripted import (
     ScriptedModel,
@@ -310,6 +312,8 @@ ORCHESTRATOR_PROMPT = (
     "stop them with kill_agent, and wait_for_agent when you need a result. Their results "
     "also arrive as messages when they end. Write the final answer from what they found."
 )
+QUESTION = "Which findings should the answer lead with?"
+"""The orchestrator's one question to the operator (``ask_user``, with two choices)."""
 RESEARCHER_PROMPT = "You are a researcher. Search as many times as the task says, then report."
 _STEPS = re.compile(r"in (\d+) searches")
 _STARTED = re.compile(r"^Started (\S+) \(id ([0-9a-f]+)\)")
@@ -395,14 +399,21 @@ def orchestrator_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInf
             tool_call("kill_agent", id=ids.get(KILLED, ""), reason="too slow for this answer"),
             content=f"Stopping {KILLED}.",
         ),
-        # The operator's question goes here (helper Q): an ask_user step, e.g. which of
-        # the findings to lead with, read back in the answer below.
+        call(
+            tool_call("ask_user", question=QUESTION, choices=[t for t, _ in RESEARCH[:2]]),
+            content="Asking the operator.",
+        ),
         call(tool_call("wait_for_agent", ids=[ids.get(STEERED, "")]), content="Waiting."),
     ]
     if rounds < len(steps):
         return dataclasses.replace(steps[rounds], delay=slow)
     heard = _heard(messages[task:])
     body = f"Answer on {TOPIC}, from {len(heard)} researcher report(s): " + " ".join(heard)
+    asked = [
+        m for m in messages[task:] if isinstance(m, ChatMessageTool) and m.function == "ask_user"
+    ]
+    if asked and not asked[-1].error and not asked[-1].text.startswith("No answer"):
+        body += f" Leading with {asked[-1].text}, as the operator chose."
     return reply(body, delay=slow)
 
 
@@ -431,7 +442,7 @@ def orchestrator_agent(model: str | None = None) -> ReactAgent:
     researcher = researcher_agent(model)
     return react(
         model=_orchestrator_model(model, orchestrator_script, "orchestrator-scripted"),
-        tools=children_tools({"researcher": researcher}),
+        tools=(*children_tools({"researcher": researcher}), ask_user),
         prompt=ORCHESTRATOR_PROMPT,
         submit=False,
     )

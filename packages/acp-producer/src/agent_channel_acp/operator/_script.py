@@ -161,6 +161,7 @@ class _Watcher(_Player):
         seen: set[tuple[str, str]] = set()
 
         def news() -> bool:
+            self._answer_question()
             for c in state.children:
                 status = str(c.get("status"))
                 if status == "ended":
@@ -176,10 +177,27 @@ class _Watcher(_Player):
 
         self.say("the orchestrator spawns its researchers; their cards and the tree follow:")
         await self.until("every child to end", news)
-        await self.until("the orchestrator's answer", lambda: state.turn == "ended")
+        await self.until("the orchestrator's answer", self._ended_answering)
         answer = [e for e in state.entries.values() if e.kind == "agent"]
         if answer:
             self.say(f"the orchestrator answers: {answer[-1].text}")
+
+    def _ended_answering(self) -> bool:
+        self._answer_question()
+        return self.state.turn == "ended"
+
+    def _answer_question(self) -> None:
+        """The orchestrator's question (asked as a permission request: the console shows no
+        forms) answered as an operator would: the first choice (Q2)."""
+        asked = self.state.approval
+        if asked is None or not str(asked["toolCall"].get("toolCallId", "")).startswith(
+            "question-"
+        ):
+            return
+        options = [o for o in asked["options"] if str(o.get("optionId", "")).startswith("choice-")]
+        if options and self.link.answer(str(options[0]["optionId"])):
+            title = asked["toolCall"].get("title", "")
+            self.say(f"the orchestrator asks: {title}; the operator picks {options[0].get('name')}")
 
 
 def start_server(
