@@ -8,7 +8,9 @@ call's card), and when it leaves before answering, ask the next one.
 from __future__ import annotations
 
 from acp.schema import AllowedOutcome, PermissionOption, ToolCallUpdate
+from agent_channel import ChildToolCall, ToolCall, thaw
 
+from ._cards import ToolCards, child_meta
 from ._fanout import Fanout
 
 ALLOW = "allow_once"
@@ -32,3 +34,25 @@ async def ask_driver(fanout: Fanout, request: ToolCallUpdate) -> bool:
         if outcome is None:  # that driver left: the request moves on
             continue
         return isinstance(outcome, AllowedOutcome) and outcome.option_id == ALLOW
+
+
+async def ask_for(call: ToolCall, cards: ToolCards, fanout: Fanout) -> bool:
+    """Ask a driver about ``call`` as a pending card; its card learns the answer."""
+    title, kind = cards.asked(call)
+    request = ToolCallUpdate(
+        tool_call_id=call.id,
+        title=title,
+        kind=kind,
+        status="pending",
+        raw_input=thaw(call.arguments),
+        field_meta=child_meta(call),
+    )
+    allowed: bool | None = None
+    try:
+        allowed = await ask_driver(fanout, request)
+        if allowed:
+            cards.allowed(call.id)
+        return allowed
+    finally:
+        if isinstance(call, ChildToolCall):  # K9: its tool events stay in the child
+            cards.answered_in_child(call, allowed)

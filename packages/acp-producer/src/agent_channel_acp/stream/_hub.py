@@ -15,14 +15,12 @@ there run here.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
-from acp.schema import ToolCallUpdate
 from acp.utils import serialize_params
 from agent_channel import (
     AgentRef,
@@ -36,7 +34,6 @@ from agent_channel import (
     ChildEnded,
     ChildStarted,
     ChildSteered,
-    ChildToolCall,
     ChildUpdated,
     Content,
     ContentReasoning,
@@ -54,15 +51,13 @@ from agent_channel import (
     TurnCancelled,
     TurnEnded,
     TurnStarted,
-    UnknownChild,
-    thaw,
 )
 
 from ..wire import _frames as f
-from ..wire._errors import WireError
 from . import _mapping as m
-from ._approvals import ask_driver
-from ._cards import ToolCards, child_meta
+from ._approvals import ask_for
+from ._cards import ToolCards
+from ._child_requests import ChildRequests
 from ._children import NOTE, ChildCards
 from ._fanout import Fanout
 from ._items import META, Card, Chunk, Live, Sink
@@ -73,10 +68,6 @@ from ._ring import REPLAY, Ring
 log = logging.getLogger("agent_channel_acp")
 
 Status = str  # "running" | "waiting for operator" | "finished" | "failed"
-
-STEER_WAIT = 5.0
-"""Seconds an operator's steer waits for the child to read it before the answer says
-``pending`` (a child busy in a long tool reads it at its next boundary; its card says when)."""
 
 
 class Hub:
@@ -109,6 +100,8 @@ class Hub:
         self._emit = self._fanout.hand
         self._cards = ToolCards(self._ring, self._emit, approving=approve)
         self._children = ChildCards(self._ring, self._emit, self._cards.cards, self._cards.card_seq)
+        self.child_requests = ChildRequests(execution_id, ref, self._children)
+        """The operator's reads and controls of a child (K12)."""
         self._queue = OperatorQueue(ref)
         self._shown: OrderedDict[str, None] = OrderedDict()
         self._last_streamed = ""
@@ -272,59 +265,6 @@ class Hub:
         """The tree below the execution, as its child events told it (K11)."""
         return self._children.listing()
 
-    def child_messages(self, child_id: str, tail: int | None) -> tuple[ChatMessage, ...]:
-        """A child's conversation (its tail), read through the top-level ref (K12)."""
-        try:
-            return self.ref.children.messages(child_id, tail)
-        except UnknownChild:
-            if self._children.known(child_id) is not None:
-                raise WireError.child_gone(self.id, child_id) from None
-            raise WireError.unknown_child(self.id, child_id) from None
-
-    async def steer_child(self, child_id: str, text: str) -> f.SteerChildResult:
-        """Steer a child as the operator (K12); the answer waits (up to :data:`STEER_WAIT`)
-        for the child to read it or end."""
-        try:
-            steering = self.ref.children.steer(child_id, text)
-        except UnknownChild:
-            if self._children.known(child_id) is None:
-                raise WireError.unknown_child(self.id, child_id) from None
-            return {"steerId": "", "outcome": "undelivered", "reason": "the execution ended"}
-        if steering.outcome == "pending":
-            future = self._children.expect(steering.id)
-            if steering.outcome == "pending":  # else it resolved before the future was there
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(STEER_WAIT):
-                        await asyncio.shield(future)
-            future.cancel()
-        answer: f.SteerChildResult = {"steerId": steering.id, "outcome": steering.outcome}
-        if steering.seq is not None:
-            answer["seq"] = steering.seq
-        if steering.reason is not None:
-            answer["reason"] = steering.reason
-        return answer
-
-    async def stop_child(self, child_id: str, reason: str | None) -> f.StopChildResult:
-        """Stop a child as the operator (K12); the answer waits (up to :data:`STEER_WAIT`)
-        for it to have ended. ``stopped`` false when it had ended (or was ending) already."""
-        children = self.ref.children
-        ended = self._children.expect_end(child_id)
-        try:
-            stopped = children.stop(child_id, reason) if reason else children.stop(child_id)
-            if stopped and children.info(child_id).status != "ended":
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(STEER_WAIT):
-                        await asyncio.shield(ended)
-            status = children.info(child_id).status
-        except UnknownChild:
-            row = self._children.known(child_id)
-            if row is None:
-                raise WireError.unknown_child(self.id, child_id) from None
-            return {"stopped": False, "status": row.status}
-        finally:
-            ended.cancel()
-        return {"stopped": stopped, "status": status}
-
     # -- approvals (A20) ---------------------------------------------------------------
 
     async def approve(self, call: ToolCall) -> bool:
@@ -333,26 +273,11 @@ class Hub:
         return await self._approve(call)
 
     async def _approve(self, call: ToolCall) -> bool:
-        title, kind = self._cards.asked(call)
         self.pending_approval = call.id
         self._changed()
-        request = ToolCallUpdate(
-            tool_call_id=call.id,
-            title=title,
-            kind=kind,
-            status="pending",
-            raw_input=thaw(call.arguments),
-            field_meta=child_meta(call),
-        )
-        allowed: bool | None = None
         try:
-            allowed = await ask_driver(self._fanout, request)
-            if allowed:
-                self._cards.allowed(call.id)
-            return allowed
+            return await ask_for(call, self._cards, self._fanout)
         finally:
-            if isinstance(call, ChildToolCall):  # K9: its tool events stay in the child
-                self._cards.answered_in_child(call, allowed)
             self.pending_approval = None
             self._changed()
 
@@ -408,15 +333,8 @@ class Hub:
         if msg is not None and msg.id not in self._shown:
             self._remember_shown(msg.id)
             self._whole(msg)
-        usage = ev.usage
-        if usage is not None and self._context_window:
-            used = min(usage.input_tokens + usage.output_tokens, self._context_window)
-            update: f.UsageUpdate = {
-                "sessionUpdate": "usage_update",
-                "used": used,
-                "size": self._context_window,
-            }
-            self._emit(Live(None, update))
+        if ev.usage is not None and self._context_window:
+            self._emit(Live(None, m.usage_update(ev.usage, self._context_window)))
 
     def _model_cancelled(self, ev: ModelCallFinished) -> None:
         """A9: the client learns the model call is over."""

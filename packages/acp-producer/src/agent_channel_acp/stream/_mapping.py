@@ -38,11 +38,12 @@ from agent_channel import (
     ToolCallFinished,
     ToolCallStarted,
     ToolKind,
+    Usage,
     thaw,
 )
 
 from ..wire._errors import WireError
-from ..wire._frames import ChunkUpdate, ToolCallEnd
+from ..wire._frames import ChunkUpdate, ToolCallEnd, UsageUpdate
 
 _CANCELLED = {"cancelled": "cancelled"}
 _CHUNK_KIND: dict[str, Literal["agent_message_chunk", "agent_thought_chunk"]] = {
@@ -284,3 +285,9 @@ def _tool_content(
 def as_json(update: ReplayUpdate) -> dict[str, object]:
     """An update in its wire JSON form."""
     return serialize_params(update)
+
+
+def usage_update(usage: Usage, window: int) -> UsageUpdate:
+    """How full the context window is after a model call (tokens in and out, capped)."""
+    used = min(usage.input_tokens + usage.output_tokens, window)
+    return {"sessionUpdate": "usage_update", "used": used, "size": window}

@@ -71,7 +71,7 @@ async def _messages(asker: Asker, params: Params) -> Result:
         if not isinstance(child_id, str) or not child_id:
             raise sdk_error(WireError.invalid_params("childId must be a non-empty string"))
         try:
-            messages = hub.child_messages(child_id, None)
+            messages = hub.child_requests.messages(child_id, None)
         except WireError as e:
             raise sdk_error(e) from None
         status = next((c["status"] for c in hub.children() if c["id"] == child_id), "?")
@@ -156,7 +156,7 @@ async def _steer_child(asker: Asker, params: Params) -> Result:
     hub = asker.target(params)
     child_id, text = _string(params, "childId"), _string(params, "text")
     try:
-        return dict(await hub.steer_child(child_id, text))
+        return dict(await hub.child_requests.steer(child_id, text))
     except WireError as e:
         raise sdk_error(e) from None
 
@@ -169,7 +169,7 @@ async def _stop_child(asker: Asker, params: Params) -> Result:
     if reason is not None and not isinstance(reason, str):
         raise sdk_error(WireError.invalid_params("reason must be a string"))
     try:
-        return dict(await hub.stop_child(child_id, reason))
+        return dict(await hub.child_requests.stop(child_id, reason))
     except WireError as e:
         raise sdk_error(e) from None
 
