@@ -32,7 +32,7 @@ per-item cost), and the median over rounds is reported:
   deque here, and Inspect AI 0.3.285's channel run by ``--reference-python`` (a venv
   with ``inspect_ai==0.3.285``; default ``/tmp/inspect-venv/bin/python`` if present) in
   a subprocess, which also times its own bare deque so the interpreters can be compared.
-  Target (issue 18): <= 1.2x the reference. Not on a backend: measured once.
+  Target (issue 18): <= 1.2x the reference. On asyncio only, in the same rounds.
 
 Prints readable lines, then one JSON object. Not run in CI.
 """
