@@ -55,7 +55,6 @@ class Outgoing(TypedDict, total=False):
     id: int | str | None
     method: str
     params: Mapping[str, object]
-    error: ErrorBody
 
 
 # -- discovery records -------------------------------------------------------------------
