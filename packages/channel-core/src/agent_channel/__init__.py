@@ -103,6 +103,15 @@ if TYPE_CHECKING:
     from ._regions import NullRegion as NullRegion
     from ._regions import Region as Region
     from ._snapshot import ExecutionSnapshot as ExecutionSnapshot
+    from ._sqlite import SqliteStore as SqliteStore
+    from ._sqlite import default_store_path as default_store_path
+    from ._sqlite import open_store as open_store
+    from ._store import ExecutionStatus as ExecutionStatus
+    from ._store import Journal as Journal
+    from ._store import Restored as Restored
+    from ._store import Store as Store
+    from ._store import StoredExecution as StoredExecution
+    from ._store import StoreError as StoreError
     from ._supervisor import ChildControl as ChildControl
     from ._supervisor import Supervisor as Supervisor
     from ._supervisor import agent_supervisor as agent_supervisor
@@ -191,6 +200,15 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "NullRegion": "_regions",
         "Region": "_regions",
         "ExecutionSnapshot": "_snapshot",
+        "SqliteStore": "_sqlite",
+        "default_store_path": "_sqlite",
+        "open_store": "_sqlite",
+        "ExecutionStatus": "_store",
+        "Journal": "_store",
+        "Restored": "_store",
+        "Store": "_store",
+        "StoredExecution": "_store",
+        "StoreError": "_store",
         "ChildControl": "_supervisor",
         "Supervisor": "_supervisor",
         "agent_supervisor": "_supervisor",

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the event models are imported where the first event is buil
     from ._events import ExecutionEvent, StopReason, TurnEnded, TurnStarted, TurnState
     from ._messages import ChatMessage, ToolCall
     from ._questions import Resolver
+    from ._store import Journal, JsonObject, Restored
     from ._supervisor import ChildControl, Supervisor
 
 _isa = type.__instancecheck__
@@ -83,6 +84,8 @@ class AgentChannel:
         "_cancels",
         "_claimed",
         "_closed",
+        "_committed",
+        "_journal",
         "_live",
         "_lock",
         "_loop",
@@ -97,6 +100,7 @@ class AgentChannel:
         "_shared",
         "_subscribers",
         "_supervisor",
+        "_taken",
         "_task",
         "_thread",
         "_waiter",
@@ -128,6 +132,9 @@ class AgentChannel:
         self._shared: list[ChatMessage] | None = None
         self._seq = 0  # events published
         self._supervisor: Supervisor | None = None  # set by open_supervisor() for its lifetime
+        self._journal: Journal | None = None  # set by open_channel(journal=...)
+        self._taken: list[str] = []  # ids drained since the last checkpoint (with a journal)
+        self._committed = 0  # messages of the shared conversation the journal has
         self.stop_reason: StopReason | None = None
         """The consumer's last word on why it stopped; reported in :class:`ExecutionFinished`."""
         self.turn_state: TurnState = "idle"
@@ -159,6 +166,8 @@ class AgentChannel:
                     f"{self._max_queued} items already wait undrained (the channel's limit); "
                     f"{item.type} {item.id} not queued"
                 )
+            elif self._journal is not None:  # written before it is queued (write-ahead)
+                self._journal.posted(item)
             self._queue.append(item)
         finally:
             lock.release()
@@ -216,6 +225,8 @@ class AgentChannel:
                     # see "only Cancels queued" while a message waits (it would park on it).
                     if isinstance(item, Cancel):
                         self._cancels -= 1
+                    elif self._journal is not None:
+                        self._journal.withdrawn(item_id)
                     del q[i]
                     return True
         return False
@@ -346,6 +357,44 @@ class AgentChannel:
         return _Scope(self)
 
     @property
+    def restored(self) -> Restored | None:
+        """What this execution had when its process ended, if it was opened again from a
+        store (``open_channel(journal=...)``): its conversation and the state its consumer
+        last passed to :meth:`checkpoint`. A consumer that can go on starts from them; one
+        that does not look starts over (its first checkpoint rewrites the conversation).
+        The items it had queued are queued again already."""
+        journal = self._journal
+        return None if journal is None else journal.restored()
+
+    def checkpoint(self, state: JsonObject | None = None) -> None:
+        """A boundary: write down what a restart needs to go on from here, in one go.
+
+        The messages the shared conversation gained since the last checkpoint, the items
+        drained since then (so each is delivered exactly once across a crash: call this
+        after appending what they folded into), ``state`` (plain JSON: what the consumer
+        needs to go on, e.g. turns taken) and the children registry. Without a journal it
+        does nothing. The shared conversation must only grow (:meth:`share`).
+        """
+        journal = self._journal
+        if journal is None:
+            return
+        if self._owner is not self._task():
+            self._claim()
+        shared = self._shared if self._shared is not None else []
+        start = self._committed
+        if start < 0:  # the first checkpoint after a restore: did the consumer adopt it?
+            start = -start if _adopted(shared, journal.restored()) else 0
+        elif start > len(shared):
+            start = 0  # not the conversation written so far: write it whole
+        with self._lock:
+            taken, self._taken = self._taken, []
+        sup = self._supervisor
+        journal.commit(
+            shared[start:], taken, state, None if sup is None else sup.children(), start=start
+        )
+        self._committed = len(shared)
+
+    @property
     def observed(self) -> bool:
         """True when someone subscribed: build events only then."""
         return bool(self._subscribers)
@@ -379,6 +428,8 @@ class AgentChannel:
             items = [q.popleft()] if len(q) == 1 else list(q)
             q.clear()
             cancels, self._cancels = self._cancels, 0
+            if self._journal is not None:
+                self._taken.extend(i.id for i in items if not _isa(Cancel, i))
         finally:
             lock.release()
         return items, cancels
@@ -397,11 +448,15 @@ class AgentChannel:
             if not self._cancels:  # decided under the lock: a thread may be queueing one
                 items = [q.popleft()] if len(q) == 1 else list(q)
                 q.clear()
+                if self._journal is not None:
+                    self._taken.extend(i.id for i in items)
                 return items
             items = [i for i in q if not _isa(Cancel, i)]
             kept = [i for i in q if _isa(Cancel, i)]
             q.clear()
             q.extend(kept)
+            if self._journal is not None:
+                self._taken.extend(i.id for i in items)
             claimed = bool(kept) and scope._claim(kept[0])  # pyright: ignore[reportArgumentType]
         finally:
             lock.release()
@@ -500,6 +555,8 @@ class AgentChannel:
         with self._lock:
             if self._closed:
                 raise ChannelClosed(f"execution finished; {item.type} {item.id} not delivered")
+            if self._journal is not None:
+                self._journal.posted(item)
             self._queue.append(item)
         waiter = self._waiter
         if waiter is not None:
@@ -533,6 +590,9 @@ class AgentChannel:
         if isinstance(error, anyio.get_cancelled_exc_class()) and self.stop_reason is None:
             self.stop_reason = "cancelled"
         message = None if error is None or self.stop_reason == "cancelled" else describe(error)
+        journal = self._journal
+        if journal is not None and not isinstance(error, anyio.get_cancelled_exc_class()):
+            journal.finish("ended", self.stop_reason, message)
         if self._subscribers:
             from ._events import ExecutionFinished
 
@@ -627,6 +687,12 @@ class _Scope:
                 else _ended_by(exc)
             )
         return bool(suppressed)
+
+
+def _adopted(shared: list[ChatMessage], restored: Restored | None) -> bool:
+    """True when ``shared`` starts with the restored conversation (the consumer went on)."""
+    old = restored.messages if restored is not None else ()
+    return len(shared) >= len(old) and all(a.id == b.id for a, b in zip(shared, old, strict=False))
 
 
 def _ended_by(exc: BaseException) -> TurnEnded:
@@ -867,7 +933,10 @@ def agent_channel() -> AgentChannel:
 
 @asynccontextmanager
 async def open_channel(
-    *, approver: Approver | None = None, max_queued: int = MAX_QUEUED
+    *,
+    approver: Approver | None = None,
+    max_queued: int = MAX_QUEUED,
+    journal: Journal | None = None,
 ) -> AsyncGenerator[AgentChannel, None]:
     """Start an execution: a fresh channel, ambient for the block.
 
@@ -876,8 +945,21 @@ async def open_channel(
     ``open_channel()`` again inside the child's task, so the child gets its own.
     On exit the channel closes and publishes :class:`ExecutionFinished`. At most
     ``max_queued`` items wait undrained (see :meth:`AgentChannel.post`).
+
+    With a ``journal`` (from a :class:`~agent_channel.Store`) the execution is durable:
+    what producers post is written before ``post`` returns, each
+    :meth:`AgentChannel.checkpoint` commits a boundary, the end is recorded, and a journal
+    of an execution whose process died has its queued items queued again here and the
+    rest in :attr:`AgentChannel.restored`. An outer cancellation (a server shutting down)
+    records no end: the execution is restored when its server starts again.
     """
     channel = AgentChannel(approver=approver, max_queued=max_queued)
+    if journal is not None:
+        channel._journal = journal
+        restored = journal.restored()
+        if restored is not None:
+            channel._queue.extend(restored.pending)
+            channel._committed = -len(restored.messages)  # checked at the first checkpoint
     token = _current.set(channel)
     error: BaseException | None = None
     try:

@@ -1,0 +1,452 @@
+"""The embedded store: one SQLite file (standard library), WAL, one writer process.
+
+Durability as stated in ``docs/durability.md``: every write is its own committed
+transaction before the call returns, so a process crash (SIGKILL included) loses
+nothing written; with ``synchronous=NORMAL`` in WAL mode a power failure may lose the
+last transactions (the file stays consistent). ``durable=True`` fsyncs every commit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from ._store import ExecutionStatus, JsonObject, Restored, StoredExecution, StoreError
+
+if TYPE_CHECKING:
+    from ._events import ChildInfo
+    from ._items import ChannelItem
+    from ._messages import ChatMessage
+
+SCHEMA = 1
+"""The schema this version writes; ``PRAGMA user_version`` holds a file's."""
+
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # version -> the statements that bring a file from version - 1 to it
+    1: (
+        "CREATE TABLE executions (id TEXT PRIMARY KEY, status TEXT NOT NULL, meta TEXT NOT NULL,"
+        " state TEXT, children TEXT, created REAL NOT NULL, updated REAL NOT NULL,"
+        " restored REAL, messages INTEGER NOT NULL DEFAULT 0, stop_reason TEXT, error TEXT)",
+        "CREATE TABLE messages (execution TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,"
+        " PRIMARY KEY (execution, seq)) WITHOUT ROWID",
+        "CREATE TABLE items (seq INTEGER PRIMARY KEY, execution TEXT NOT NULL, id TEXT NOT NULL,"
+        " body TEXT NOT NULL)",
+        "CREATE INDEX items_by_execution ON items (execution, id)",
+        "CREATE INDEX executions_by_status ON executions (status, updated)",
+    ),
+}
+
+KEEP_FINISHED = 200
+"""Finished (ended or closed) executions kept; the oldest beyond it are pruned."""
+KEEP_SECONDS = 30 * 24 * 3600.0
+"""Finished executions older than this (30 days since their last write) are pruned."""
+
+
+def default_store_path() -> Path:
+    """``$XDG_STATE_HOME/agent-channel/store.db``, else ``~/.local/state/agent-channel/...``."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "agent-channel" / "store.db"
+
+
+def _lock(path: Path) -> int | None:
+    """Hold an exclusive lock on ``path`` for this process's life (released at its death)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: SQLite's own locking only
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise StoreError(
+            f"store {path} is in use by another running server: stop it, or pass another --store"
+        ) from None
+    return fd
+
+
+class SqliteStore:
+    """A :class:`~agent_channel.Store` in one SQLite file; see :func:`open_store`."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durable: bool = False,
+        keep: int = KEEP_FINISHED,
+        keep_seconds: float = KEEP_SECONDS,
+    ) -> None:
+        self.path = Path(path)
+        self.keep = keep
+        self.keep_seconds = keep_seconds
+        self._mutex = threading.Lock()
+        new = not self.path.exists()
+        if new:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.touch()
+        elif self.path.is_dir():
+            raise StoreError(f"store {self.path} is a directory, not a store file")
+        self._lock_fd = _lock(self.path)
+        try:
+            self._db = self._connect(durable)
+        except BaseException:
+            self._unlock()
+            raise
+        self.prune()
+
+    def _connect(self, durable: bool) -> sqlite3.Connection:
+        path = self.path
+        try:
+            db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as e:
+            raise StoreError(f"store {path} cannot be opened: {e}") from None
+        try:
+            version = cast(int, db.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA:
+                raise StoreError(
+                    f"store {path} was written by a newer agent-channel (schema {version}; "
+                    f"this one reads up to {SCHEMA}): upgrade, or pass another --store"
+                )
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if version == 0 and tables:
+                raise StoreError(f"store {path} is an SQLite file of something else, not a store")
+            check = db.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise StoreError(
+                    f"store {path} is damaged ({check}): move it aside, or pass another --store"
+                )
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            db.execute("PRAGMA foreign_keys=OFF")
+            for v in range(version + 1, SCHEMA + 1):  # the migration path, from the first on
+                db.execute("BEGIN IMMEDIATE")
+                for statement in _MIGRATIONS[v]:
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version={v}")
+                db.execute("COMMIT")
+        except sqlite3.DatabaseError as e:
+            db.close()
+            raise StoreError(
+                f"store {path} is not a readable store ({e}): "
+                "move it aside, or pass another --store"
+            ) from None
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    # -- the Store interface -----------------------------------------------------------
+
+    def journal(
+        self, execution_id: str, meta: JsonObject | None = None, *, wait: bool = False
+    ) -> SqliteJournal:
+        now = time.time()
+        with self._mutex:
+            row = self._db.execute(
+                "SELECT status, state, children FROM executions WHERE id = ?", (execution_id,)
+            ).fetchone()
+            if row is None:
+                self._db.execute(
+                    "INSERT INTO executions (id, status, meta, created, updated)"
+                    " VALUES (?, 'running', ?, ?, ?)",
+                    (execution_id, json.dumps(meta or {}), now, now),
+                )
+                return SqliteJournal(self, execution_id, None)
+            status, state, children = cast(tuple[str, str | None, str | None], row)
+            if status != "running":
+                raise StoreError(f"execution {execution_id} is {status}: it cannot go on")
+            restored = self._restore(execution_id, state, children, wait)
+            if meta is not None:
+                self._db.execute(
+                    "UPDATE executions SET meta = ?, restored = ? WHERE id = ?",
+                    (json.dumps(meta), now, execution_id),
+                )
+            else:
+                self._db.execute(
+                    "UPDATE executions SET restored = ? WHERE id = ?", (now, execution_id)
+                )
+        return SqliteJournal(self, execution_id, restored)
+
+    def executions(self, status: ExecutionStatus | None = None) -> list[StoredExecution]:
+        query = (
+            "SELECT id, status, meta, created, updated, restored, messages, stop_reason, error"
+            " FROM executions"
+        )
+        with self._mutex:
+            if status is None:
+                rows = self._db.execute(query + " ORDER BY updated DESC").fetchall()
+            else:
+                rows = self._db.execute(
+                    query + " WHERE status = ? ORDER BY updated DESC", (status,)
+                ).fetchall()
+        return [_row(r) for r in rows]
+
+    def get(self, execution_id: str) -> StoredExecution | None:
+        with self._mutex:
+            r = self._db.execute(
+                "SELECT id, status, meta, created, updated, restored, messages, stop_reason, error"
+                " FROM executions WHERE id = ?",
+                (execution_id,),
+            ).fetchone()
+        return None if r is None else _row(r)
+
+    def messages(self, execution_id: str) -> tuple[ChatMessage, ...]:
+        with self._mutex:
+            return self._messages(execution_id)
+
+    def close_execution(self, execution_id: str) -> None:
+        with self._mutex:
+            self._finish(execution_id, "closed", None, None)
+
+    def close(self) -> None:
+        with self._mutex:
+            self._db.close()
+        self._unlock()
+
+    def prune(self) -> int:
+        """Drop finished executions past the policy (``keep``, ``keep_seconds``); how many."""
+        cutoff = time.time() - self.keep_seconds
+        with self._mutex:
+            ids = [
+                r[0]
+                for r in self._db.execute(
+                    "SELECT id FROM executions WHERE status != 'running'"
+                    " ORDER BY updated DESC LIMIT -1 OFFSET ?",
+                    (self.keep,),
+                )
+            ]
+            ids += [
+                r[0]
+                for r in self._db.execute(
+                    "SELECT id FROM executions WHERE status != 'running' AND updated < ?",
+                    (cutoff,),
+                )
+            ]
+            if not ids:
+                return 0
+            self._db.execute("BEGIN IMMEDIATE")
+            for table, column in (
+                ("executions", "id"),
+                ("messages", "execution"),
+                ("items", "execution"),
+            ):
+                self._db.executemany(
+                    f"DELETE FROM {table} WHERE {column} = ?", [(i,) for i in set(ids)]
+                )
+            self._db.execute("COMMIT")
+        return len(set(ids))
+
+    # -- used by the journals (under the mutex) -----------------------------------------
+
+    def _restore(
+        self, execution_id: str, state: str | None, children: str | None, wait: bool
+    ) -> Restored:
+        from pydantic import TypeAdapter
+
+        from ._events import ChildInfo
+        from ._items import ChannelItem
+
+        bodies = [
+            r[0]
+            for r in self._db.execute(
+                "SELECT body FROM items WHERE execution = ? ORDER BY seq", (execution_id,)
+            )
+        ]
+        pending = TypeAdapter(list[ChannelItem]).validate_json(f"[{','.join(bodies)}]")
+        kids = TypeAdapter(list[ChildInfo]).validate_json(children) if children else []
+        return Restored(
+            messages=self._messages(execution_id),
+            state=json.loads(state) if state else None,
+            pending=tuple(pending),
+            children=tuple(kids),
+            wait=wait,
+        )
+
+    def _messages(self, execution_id: str) -> tuple[ChatMessage, ...]:
+        from pydantic import TypeAdapter
+
+        from ._messages import ChatMessage
+
+        bodies = [
+            r[0]
+            for r in self._db.execute(
+                "SELECT body FROM messages WHERE execution = ? ORDER BY seq", (execution_id,)
+            )
+        ]
+        return tuple(TypeAdapter(list[ChatMessage]).validate_json(f"[{','.join(bodies)}]"))
+
+    def _finish(
+        self, execution_id: str, status: ExecutionStatus, stop_reason: str | None, error: str | None
+    ) -> None:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        db.execute(
+            "UPDATE executions SET status = ?, stop_reason = ?, error = ?, updated = ?"
+            " WHERE id = ?",
+            (status, stop_reason, error, time.time(), execution_id),
+        )
+        db.execute("DELETE FROM items WHERE execution = ?", (execution_id,))
+        db.execute("COMMIT")
+
+    def _unlock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def _row(r: tuple[object, ...]) -> StoredExecution:
+    ident, status, meta, created, updated, restored, messages, stop_reason, error = r
+    return StoredExecution(
+        id=cast(str, ident),
+        status=cast(ExecutionStatus, status),
+        meta=json.loads(cast(str, meta)),
+        created=cast(float, created),
+        updated=cast(float, updated),
+        restored=cast("float | None", restored),
+        messages=cast(int, messages),
+        stop_reason=cast("str | None", stop_reason),
+        error=cast("str | None", error),
+    )
+
+
+class SqliteJournal:
+    """One execution's :class:`~agent_channel.Journal` in a :class:`SqliteStore`."""
+
+    __slots__ = ("_failure", "_id", "_restored", "_store", "on_failure")
+
+    def __init__(self, store: SqliteStore, execution_id: str, restored: Restored | None) -> None:
+        self._store = store
+        self._id = execution_id
+        self._restored = restored
+        self._failure: str | None = None
+        self.on_failure: object = None
+        """A callable ``(reason: str) -> None`` told once when writing stops (a producer
+        tells its operators), or ``None``."""
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def failure(self) -> str | None:
+        return self._failure
+
+    def restored(self) -> Restored | None:
+        return self._restored
+
+    def posted(self, item: ChannelItem) -> None:
+        self._write(
+            "INSERT INTO items (execution, id, body) VALUES (?, ?, ?)",
+            (self._id, item.id, item.model_dump_json()),
+        )
+
+    def withdrawn(self, item_id: str) -> None:
+        self._write("DELETE FROM items WHERE execution = ? AND id = ?", (self._id, item_id))
+
+    def commit(
+        self,
+        messages: Sequence[ChatMessage],
+        taken: Sequence[str],
+        state: JsonObject | None,
+        children: Sequence[ChildInfo] | None,
+        *,
+        start: int,
+    ) -> None:
+        if self._failure is not None:
+            return
+        from pydantic import TypeAdapter
+
+        from ._events import ChildInfo
+
+        eid = self._id
+        rows = [(eid, start + i, m.model_dump_json()) for i, m in enumerate(messages)]
+        kids = (
+            None
+            if children is None
+            else TypeAdapter(list[ChildInfo]).dump_json(list(children)).decode()
+        )
+        with self._store._mutex:  # pyright: ignore[reportPrivateUsage]
+            db = self._store._db  # pyright: ignore[reportPrivateUsage]
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    if start == 0:
+                        db.execute("DELETE FROM messages WHERE execution = ?", (eid,))
+                    if rows:
+                        db.executemany(
+                            "INSERT OR REPLACE INTO messages (execution, seq, body)"
+                            " VALUES (?, ?, ?)",
+                            rows,
+                        )
+                    if taken:
+                        db.executemany(
+                            "DELETE FROM items WHERE execution = ? AND id = ?",
+                            [(eid, i) for i in taken],
+                        )
+                    db.execute(
+                        "UPDATE executions SET state = COALESCE(?, state),"
+                        " children = COALESCE(?, children), messages = ?, updated = ? WHERE id = ?",
+                        (
+                            None if state is None else json.dumps(state),
+                            kids,
+                            start + len(rows),
+                            time.time(),
+                            eid,
+                        ),
+                    )
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as e:
+                self._failed(e)
+
+    def finish(self, status: ExecutionStatus, stop_reason: str | None, error: str | None) -> None:
+        if self._failure is not None:
+            return
+        try:
+            with self._store._mutex:  # pyright: ignore[reportPrivateUsage]
+                self._store._finish(self._id, status, stop_reason, error)  # pyright: ignore[reportPrivateUsage]
+        except sqlite3.Error as e:
+            self._failed(e)
+            return
+        self._store.prune()
+
+    def _write(self, sql: str, params: tuple[object, ...]) -> None:
+        if self._failure is not None:
+            return
+        try:
+            with self._store._mutex:  # pyright: ignore[reportPrivateUsage]
+                self._store._db.execute(sql, params)  # pyright: ignore[reportPrivateUsage]
+        except sqlite3.Error as e:
+            self._failed(e)
+
+    def _failed(self, error: sqlite3.Error) -> None:
+        self._failure = (
+            f"the store {self._store.path} failed ({error}); this execution goes on in memory "
+            "and will not survive a restart"
+        )
+        import logging
+
+        logging.getLogger("agent_channel").error("%s", self._failure)
+        callback = self.on_failure
+        if callable(callback):
+            try:
+                callback(self._failure)
+            except Exception:
+                logging.getLogger("agent_channel").exception("on_failure callback failed")
+
+
+def open_store(path: str | os.PathLike[str] | None = None, *, durable: bool = False) -> SqliteStore:
+    """Open (or create) the store at ``path`` (default :func:`default_store_path`).
+
+    Raises :class:`StoreError` with one line for a store that is damaged, from a newer
+    schema, not a store, or in use by another live process; nothing is written to it then.
+    """
+    return SqliteStore(default_store_path() if path is None else path, durable=durable)

@@ -1,0 +1,140 @@
+"""What an execution's channel writes down so the execution outlives its process.
+
+Two small interfaces: a :class:`Store` keeps many executions; each execution writes
+through its own :class:`Journal`. The channel calls the journal (write-ahead of what
+producers post, the boundary's commit, the end); the consumer decides when a boundary
+is (:meth:`AgentChannel.checkpoint`); the producer owns each execution's ``meta`` (how to
+start it again, what to show). :class:`~agent_channel.SqliteStore` is the one shipped;
+another database implements these two protocols and nothing else (``docs/durability.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from ._events import ChildInfo
+    from ._items import ChannelItem
+    from ._messages import ChatMessage
+
+ExecutionStatus = Literal["running", "ended", "closed"]
+"""A stored execution's state: it may go on (``running``: a restart restores it), it
+finished on its own (``ended``), or an operator closed it (``closed``)."""
+
+JsonObject = Mapping[str, object]
+"""Plain JSON data: what ``meta`` and a consumer's state are made of."""
+
+
+class StoreError(RuntimeError):
+    """The store cannot be used: corrupt, from a newer schema, in use by another live
+    server, or unwritable. The message is one line a person can act on."""
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """What a journal had when its execution was opened again after its process ended.
+
+    The channel re-queues ``pending`` itself; a consumer that can go on reads the rest
+    (:attr:`AgentChannel.restored`): its conversation as it was at the last commit, the
+    state it last committed, and the children its registry had then.
+    """
+
+    messages: tuple[ChatMessage, ...] = ()
+    state: JsonObject | None = None
+    pending: tuple[ChannelItem, ...] = ()
+    children: tuple[ChildInfo, ...] = ()
+    wait: bool = False
+    """The operator asked to restore and wait: go on only at their next message."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredExecution:
+    """One execution's row, as :meth:`Store.executions` lists it."""
+
+    id: str
+    status: ExecutionStatus
+    meta: JsonObject = field(default_factory=dict[str, object])
+    created: float = 0.0
+    updated: float = 0.0
+    """When it last wrote (a post, a commit, its end): ``time.time()``."""
+    restored: float | None = None
+    """When a server last restored it after a restart, if ever."""
+    messages: int = 0
+    """Messages its conversation had at its last commit."""
+    stop_reason: str | None = None
+    error: str | None = None
+
+
+class Journal(Protocol):
+    """One execution's writes. The channel calls it under its own lock, from any thread:
+    an implementation keeps each call one transaction and never raises for a failed
+    write (it records :attr:`failure` and goes on in memory: the agent must not die of
+    a full disk)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def failure(self) -> str | None:
+        """Why writing stopped, once it has (then every later call writes nothing)."""
+        ...
+
+    def restored(self) -> Restored | None:
+        """What the execution had, when it was opened again; ``None`` for a new one."""
+        ...
+
+    def posted(self, item: ChannelItem) -> None:
+        """``item`` is queued: written before ``post`` returns (write-ahead)."""
+        ...
+
+    def withdrawn(self, item_id: str) -> None:
+        """A queued item was taken back before any drain took it."""
+        ...
+
+    def commit(
+        self,
+        messages: Sequence[ChatMessage],
+        taken: Sequence[str],
+        state: JsonObject | None,
+        children: Sequence[ChildInfo] | None,
+        *,
+        start: int,
+    ) -> None:
+        """A boundary, in one transaction: ``messages`` appended to the conversation from
+        index ``start`` (``start`` 0 rewrites it), the drained items ``taken`` (by id),
+        the consumer's ``state``, and the children registry."""
+        ...
+
+    def finish(self, status: ExecutionStatus, stop_reason: str | None, error: str | None) -> None:
+        """The execution is over: it is never restored; its pending items are dropped."""
+        ...
+
+
+class Store(Protocol):
+    """Many executions' journals, and the list a producer shows and restores from."""
+
+    def journal(self, execution_id: str, meta: JsonObject | None = None) -> Journal:
+        """The journal of ``execution_id``: a new execution with ``meta``, or one found in
+        the store (then :meth:`Journal.restored` has what it had, and ``meta`` replaces the
+        stored one when given)."""
+        ...
+
+    def executions(self, status: ExecutionStatus | None = None) -> list[StoredExecution]:
+        """Every stored execution (or those with ``status``), newest first."""
+        ...
+
+    def get(self, execution_id: str) -> StoredExecution | None: ...
+
+    def messages(self, execution_id: str) -> tuple[ChatMessage, ...]:
+        """A stored execution's conversation as of its last commit."""
+        ...
+
+    def close_execution(self, execution_id: str) -> None:
+        """An operator closed it: never restored, kept (listed) until pruned."""
+        ...
+
+    def close(self) -> None:
+        """Release the store (and its lock on the file)."""
+        ...
