@@ -689,6 +689,34 @@ class _Scope:
         return bool(suppressed)
 
 
+def _announce_lost(channel: AgentChannel, journal: Journal, restored: Restored) -> None:
+    """D6: children running when the process died cannot go on; their parent hears so.
+
+    A child whose end was announced after the last checkpoint keeps that announcement,
+    but "its parent ended" (what a server shutting down tells) becomes "lost". The
+    announcements are written (as any post is) before the registry is cleared, so a
+    second crash in between announces a child twice rather than never.
+    """
+    from ._items import Announce
+
+    running = {c.id: c for c in restored.children if c.status != "ended"}
+    if not running:
+        return
+    queue = channel._queue
+    for item in list(queue):
+        if isinstance(item, Announce) and item.child_id in running:
+            if item.status == "parent_ended":
+                queue.remove(item)
+                journal.withdrawn(item.id)
+            else:
+                del running[item.child_id]
+    for c in running.values():
+        lost = Announce(child_id=c.id, name=c.name, status="lost", reason="its server restarted")
+        journal.posted(lost)
+        queue.append(lost)
+    journal.commit((), (), None, (), start=len(restored.messages))
+
+
 def _adopted(shared: list[ChatMessage], restored: Restored | None) -> bool:
     """True when ``shared`` starts with the restored conversation (the consumer went on)."""
     old = restored.messages if restored is not None else ()
@@ -960,6 +988,7 @@ async def open_channel(
         if restored is not None:
             channel._queue.extend(restored.pending)
             channel._committed = -len(restored.messages)  # checked at the first checkpoint
+            _announce_lost(channel, journal, restored)
     token = _current.set(channel)
     error: BaseException | None = None
     try:

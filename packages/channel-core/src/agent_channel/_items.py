@@ -138,10 +138,11 @@ class Steer(ChannelItem):
         return content_text(self.content)
 
 
-ChildEnd = Literal["completed", "failed", "killed", "limit", "parent_ended"]
+ChildEnd = Literal["completed", "failed", "killed", "limit", "parent_ended", "lost"]
 """How a child execution ended: its body returned (``completed``) or raised (``failed``),
-its parent or an operator killed it, a limit of its own ended it, or its parent's
-execution ended first."""
+its parent or an operator killed it, a limit of its own ended it, its parent's
+execution ended first, or it was running when its process died and could not be restored
+(``lost``: announced when the parent is restored from a store)."""
 
 LimitName = Literal["turns", "tokens", "time"]
 """Which of a child's limits ended it (see :class:`ChildLimits`)."""
@@ -177,6 +178,8 @@ class Announce(ChannelItem):
             head = f"{who} was killed{why}."
         elif self.status == "limit":
             head = f"{who} was stopped by its {self.limit or 'own'} limit{why}."
+        elif self.status == "lost":
+            head = f"{who} was lost in a restart: its work did not survive its process{why}."
         else:
             head = f"{who} was ended because its parent's execution ended."
         if not self.result:
