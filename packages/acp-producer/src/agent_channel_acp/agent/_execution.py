@@ -12,7 +12,7 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 
-from agent_channel import AgentChannel, open_channel
+from agent_channel import AgentChannel, Journal, open_channel
 
 Body = Callable[[], Awaitable[object]]
 """An execution body, as an agent factory returns it."""
@@ -26,7 +26,9 @@ class NotRunnable(TypeError):
 
 
 async def run(
-    body: Body, started: Callable[[AgentChannel, asyncio.Future[object]], object]
+    body: Body,
+    started: Callable[[AgentChannel, asyncio.Future[object]], object],
+    journal: Journal | None = None,
 ) -> None:
     """Run ``body`` as one live top-level execution, until it ends.
 
@@ -34,11 +36,13 @@ async def run(
     task, ``started(channel, task)`` is called (a hub watches the channel from there: it
     sees every event of the execution; cancelling the task ends the execution). Raises
     :class:`NotRunnable` when ``body`` is not callable, calling it raises, or it returns no
-    awaitable; the execution's own failure or cancellation propagates.
+    awaitable; the execution's own failure or cancellation propagates. With a ``journal``
+    the execution is durable (a store's; see ``docs/durability.md``), restored when the
+    journal says so.
     """
     if not callable(body):
         raise NotRunnable(f"{body!r} is not callable")
-    async with open_channel() as ch:
+    async with open_channel(journal=journal) as ch:
         release = ch.ref().mark_live()
         try:
             try:

@@ -246,6 +246,9 @@ def _serve(args: argparse.Namespace) -> NoReturn:
             approve=args.approve,
             context_window=args.context_window,
             as_json=args.json,
+            store=args.store,
+            restore=args.restore,
+            load=load_factory,
         )
     except ServeError as e:
         stop_logging(0.5)

@@ -206,6 +206,21 @@ def _add_agent_options(
         help="the model's context size; enables usage_update notifications",
     )
     parser.add_argument(
+        "--store",
+        nargs="?",
+        const=True,
+        metavar="PATH",
+        help="keep executions in this SQLite file so they survive a restart (alone: "
+        "$XDG_STATE_HOME/agent-channel/store.db)",
+    )
+    parser.add_argument(
+        "--restore",
+        choices=["go", "wait"],
+        default="go",
+        help="what a restored execution does: go on where it was (default), or wait for an "
+        "operator's message",
+    )
+    parser.add_argument(
         "--log-level",
         type=_log_level,
         metavar="LEVEL",

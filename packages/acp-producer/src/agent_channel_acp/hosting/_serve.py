@@ -16,14 +16,19 @@ import json
 import logging
 import os
 import signal
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
+from uuid import uuid4
 
 from ..wire._discovery import Publication, Record, RuntimeDirError, runtime_dir, sweep
 from ._listen import Listener, ListenError, listen_tcp, listen_unix
 
 if TYPE_CHECKING:
+    from agent_channel import Journal, SqliteStore
+
     from ..wire._frames import Recorded
 
 log = logging.getLogger("agent_channel_acp")
@@ -207,7 +212,7 @@ def _title(name: str, task: str | None, i: int, count: int) -> str:
     return f"{title} #{i + 1}" if count > 1 else title
 
 
-def _announcer(count: int, as_json: bool) -> Callable[[Record], None]:
+def _announcer(count: int, as_json: bool, restored: int = 0) -> Callable[[Record], None]:
     def announce(record: Record) -> None:
         if as_json:
             listen = {k: v for k, v in record.transport.items() if k != "token"}
@@ -215,6 +220,8 @@ def _announcer(count: int, as_json: bool) -> Callable[[Record], None]:
             print(json.dumps(data), flush=True)
             return
         what = f"{count} execution{'s' if count != 1 else ''}"
+        if restored:
+            what += f" ({restored} restored from the store)"
         print(
             f"agent-channel-acp: serving {what} on {record.where()} (pid {record.pid}); "
             "attach with `agent-channel-acp ls`, `send`, or `bridge` from an editor",
@@ -222,6 +229,19 @@ def _announcer(count: int, as_json: bool) -> Callable[[Record], None]:
         )
 
     return announce
+
+
+def _body(factory: Callable[..., object], model: str | None) -> Body:
+    try:
+        body = factory(model)
+    except Exception as e:
+        raise ServeError(f"the agent factory failed: {type(e).__name__}: {e}") from None
+    if not callable(body):
+        raise ServeError(
+            f"the agent factory returned {body!r} ({type(body).__name__}), not a callable "
+            "body: factory(model) must return the async function that runs one execution"
+        )
+    return cast("Body", body)  # called as it starts: checked there
 
 
 def serve_command(
@@ -237,31 +257,39 @@ def serve_command(
     approve: bool,
     context_window: int | None,
     as_json: bool,
+    store: str | bool | None = None,
+    restore: str = "go",
+    load: Callable[[str], Callable[..., object]] | None = None,
 ) -> int:
     """``agent-channel-acp serve``: run ``count`` executions until SIGINT/SIGTERM; exit status.
 
     A factory that gives no runnable body ends ``serve`` with a :class:`ServeError`: what
     it returned is checked here, and what calling that returns as the executions start
-    (no execution of such a factory could ever run).
+    (no execution of such a factory could ever run). With a ``store`` (a path, or ``True``
+    for the default one) the executions are durable: the unfinished ones a store holds are
+    restored under their ids (and then no new ones start), each with its own agent and
+    model (``load`` imports another agent's factory by its spec); ``restore="wait"`` has
+    them wait for an operator's message first.
     """
     from ..agent._execution import NotRunnable
     from ..agent.attach._server import AttachServer
 
-    bodies: list[Body] = []
+    opened = _open_store(store)
+    runs: list[Run] = []
     name = ""
-    for _ in range(count):
-        try:
-            body = factory(model)
-        except Exception as e:
-            raise ServeError(f"the agent factory failed: {type(e).__name__}: {e}") from None
-        if not callable(body):
-            raise ServeError(
-                f"the agent factory returned {body!r} ({type(body).__name__}), not a callable "
-                "body: factory(model) must return the async function that runs one execution"
-            )
+    if opened is not None:
+        runs = _restorable(opened, spec, factory, load, wait=restore == "wait")
+    for _ in range(0 if runs else count):
+        body = _body(factory, model)
         name = name or agent_name(spec, body)
-        runnable = cast("Body", body)  # called as it starts: checked there
-        bodies.append(_with_task(runnable, task) if task else runnable)
+        runs.append(Run(_with_task(body, task) if task else body))
+    for i, r in enumerate(runs):
+        if r.title is None:
+            r.title = _title(name, task, i, len(runs))
+        if opened is not None and r.journal is None:
+            r.id = uuid4().hex
+            meta = {"mode": "serve", "spec": spec, "model": model, "title": r.title}
+            r.journal = opened.journal(r.id, {**meta, "cwd": os.getcwd()})
 
     path = Path(socket_path).absolute() if socket_path else None  # verbs run from anywhere
 
@@ -270,9 +298,15 @@ def serve_command(
         hosting = asyncio.current_task()
         unrunnable: list[NotRunnable] = []
 
-        async def one(i: int, body: Body) -> None:
+        async def one(r: Run) -> None:
             try:
-                await server.run(body, title=_title(name, task, i, count))
+                await server.run(
+                    r.body,
+                    title=r.title or name,
+                    execution_id=r.id,
+                    journal=r.journal,
+                    restored=r.restored,
+                )
             except NotRunnable as e:
                 unrunnable.append(e)
                 if hosting is not None and len(unrunnable) == 1:
@@ -281,7 +315,7 @@ def serve_command(
                 log.error("an execution failed: %r", e)
 
         async def start() -> None:
-            await asyncio.gather(*(one(i, b) for i, b in enumerate(bodies)))
+            await asyncio.gather(*(one(r) for r in runs))
 
         try:
             await host(
@@ -289,7 +323,7 @@ def serve_command(
                 socket_path=path,
                 port=port,
                 start=start,
-                announce=_announcer(count, as_json),
+                announce=_announcer(len(runs), as_json, sum(r.restored is not None for r in runs)),
             )
         except asyncio.CancelledError:
             if unrunnable:
@@ -300,4 +334,75 @@ def serve_command(
         asyncio.run(main())
     except (RuntimeDirError, ListenError) as e:
         raise ServeError(str(e)) from None
+    finally:
+        if opened is not None:
+            opened.close()
     return 0
+
+
+@dataclass
+class Run:
+    """One execution ``serve`` runs: new, or restored from its store."""
+
+    body: Body
+    title: str | None = None
+    id: str | None = None
+    journal: Journal | None = None
+    restored: float | None = None
+
+
+def _open_store(store: str | bool | None) -> SqliteStore | None:
+    if store is None or store is False:
+        return None
+    from agent_channel import StoreError, open_store
+
+    try:
+        return open_store(None if store is True else store)
+    except StoreError as e:
+        raise ServeError(str(e)) from None
+
+
+def _restorable(
+    store: SqliteStore,
+    spec: str,
+    factory: Callable[..., object],
+    load: Callable[[str], Callable[..., object]] | None,
+    *,
+    wait: bool,
+) -> list[Run]:
+    """The store's unfinished ``serve`` executions, each with a body of its own agent.
+
+    One whose agent cannot be loaded or made is recorded as ended with the reason (it
+    would never run), never left "running"; the others go on under their ids.
+    """
+    runs: list[Run] = []
+    for e in reversed(store.executions("running")):  # oldest first, as they were started
+        meta = e.meta
+        if meta.get("mode") != "serve":
+            continue
+        their_spec = meta.get("spec")
+        their_model = meta.get("model")
+        try:
+            if their_spec == spec:
+                made = factory
+            elif load is not None:
+                made = load(str(their_spec))
+            else:
+                raise ServeError(f"its agent {their_spec} is not this server's {spec}")
+            body = _body(made, their_model if isinstance(their_model, str) else None)
+        except Exception as err:
+            log.error("execution %s cannot be restored: %s", e.id, err)
+            store.journal(e.id).finish("ended", None, f"could not be restored: {err}")
+            continue
+        title = meta.get("title")
+        journal = store.journal(e.id, wait=wait)
+        runs.append(
+            Run(
+                body,
+                title=title if isinstance(title, str) else e.id,
+                id=e.id,
+                journal=journal,
+                restored=time.time(),
+            )
+        )
+    return runs

@@ -131,6 +131,8 @@ class Execution(TypedDict):
     runningToolCalls: NotRequired[list[RunningToolCall]]
     children: NotRequired[list[ChildEntry]]
     pendingQuestion: NotRequired[PendingQuestion]
+    restored: NotRequired[float]
+    """When a server restarted on its store restored it (``time.time()``)."""
 
 
 class ListResult(TypedDict):

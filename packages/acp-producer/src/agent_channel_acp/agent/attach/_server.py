@@ -19,7 +19,7 @@ from uuid import uuid4
 
 from acp import Agent
 from acp.agent.connection import AgentSideConnection
-from agent_channel import AgentChannel, AgentRef
+from agent_channel import AgentChannel, AgentRef, Journal
 
 from ...stream._hub import Hub
 from ...stream._outbox import check_limit
@@ -61,14 +61,16 @@ class AttachServer:
         self._forgotten = Forgotten()
         self._clients: set[AttachClient] = set()
         self._runs: set[asyncio.Future[object]] = set()
+        self._restored: dict[str, float] = {}  # execution id -> when a restart restored it
+        self._stopping = False  # the server is shutting down: a store keeps its executions
         self.on_change: Callable[[], None] | None = None
         """Called when the list of executions or their state changes (discovery records)."""
 
     # -- executions --------------------------------------------------------------------
 
-    def add(self, ref: AgentRef, *, title: str) -> str:
+    def add(self, ref: AgentRef, *, title: str, execution_id: str | None = None) -> str:
         """Serve one top-level execution; returns its execution id (the ACP session id)."""
-        execution_id = uuid4().hex
+        execution_id = execution_id or uuid4().hex
         hub = Hub(
             execution_id,
             ref,
@@ -82,18 +84,29 @@ class AttachServer:
         self._changed()
         return execution_id
 
-    async def run(self, body: Body, *, title: str) -> str:
+    async def run(
+        self,
+        body: Body,
+        *,
+        title: str,
+        execution_id: str | None = None,
+        journal: Journal | None = None,
+        restored: float | None = None,
+    ) -> str:
         """Add ``body``'s execution, run it to completion (``_execution.run``: live, in a
         channel of its own); its id. Raises ``NotRunnable`` when it cannot run.
 
-        ``_agent_channel/end`` cancels the body; that ends this call normally.
+        ``_agent_channel/end`` cancels the body; that ends this call normally. With a
+        ``journal`` (the store's, under ``execution_id``) it is durable: ``end`` records
+        its end, a shutdown does not (a restart restores it; ``restored`` says when one did).
         """
-        execution_id = ""
         ended = False
 
         def started(ch: AgentChannel, task: asyncio.Future[object]) -> None:
             nonlocal execution_id
-            execution_id = self.add(ch.ref(), title=title)
+            execution_id = self.add(ch.ref(), title=title, execution_id=execution_id)
+            if restored is not None:
+                self._restored[execution_id] = restored
             self._runs.add(task)
             task.add_done_callback(self._runs.discard)
 
@@ -102,20 +115,28 @@ class AttachServer:
                 ended = True
                 if ch.stop_reason is None:
                     ch.stop_reason = "cancelled"
+                if journal is not None and not self._stopping:
+                    journal.finish("closed", ch.stop_reason, None)
                 task.cancel()
 
             self._hubs[execution_id].ending = end
 
         try:
-            await run(body, started)
+            await run(body, started, journal)
         except asyncio.CancelledError:
             if not ended or _cancelling():
                 raise
-        return execution_id
+        return execution_id or ""
 
     def executions(self) -> list[dict[str, Any]]:
         """What ``_agent_channel/list`` returns (A24), also written into discovery records."""
-        return [hub.describe() for hub in self._hubs.values()]
+        restored = self._restored
+        return [
+            {**hub.describe(), "restored": restored[hub.id]}
+            if hub.id in restored
+            else hub.describe()
+            for hub in self._hubs.values()
+        ]
 
     def hubs(self) -> list[Hub]:
         return list(self._hubs.values())
@@ -179,7 +200,9 @@ class AttachServer:
 
     async def aclose(self) -> None:
         """End every execution this server started (their clients get the final turn_state
-        and ``session_ended``) and stop watching the others."""
+        and ``session_ended``) and stop watching the others. A stored execution is not
+        recorded as ended by this: the next server on its store restores it."""
+        self._stopping = True
         for hub in list(self._hubs.values()):
             if hub.running and hub.ending is not None:
                 hub.ending()
