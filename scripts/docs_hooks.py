@@ -9,7 +9,7 @@ Generated, not hand-written, so they cannot drift from what they describe:
   code CI's wheel smoke runs;
 - ``<!-- rule-tests -->`` becomes a table of the rules (the behaviour rules S and A of
   ``docs/acp-behaviour.md``, then those of any other page of ``docs/``: K of
-  ``docs/children.md``, Q) and the tests named for each (``test_s5b_...``, ``test_k11_...``),
+  ``docs/children.md``, Q, D of ``docs/durability.md``) and the tests named for each (``test_s5b_...``, ``test_k11_...``),
   read from the test files, so the page shows what the suite proves today and what it does not;
 - ``<!-- include PATH -->`` becomes the Markdown file at PATH (relative to the
   repository root) with its title dropped and its headings one level down, so the
@@ -46,8 +46,8 @@ _SECTION = re.compile(
     r"(?:\n.*?^<!-- /(?P=name) -->$)?",  # a directive not yet followed by its text: the marker
     re.M | re.S,
 )
-_RULE = re.compile(r"^- \*\*([SAKQ][1-9][0-9]?[a-z]?)\*\* (.*)$", re.M)
-_RULE_TEST = re.compile(r"^(?:async )?def (test_([sakq][1-9][0-9]?[a-z]?)_\w*)", re.M)
+_RULE = re.compile(r"^- \*\*([SAKQD][1-9][0-9]?[a-z]?)\*\* (.*)$", re.M)
+_RULE_TEST = re.compile(r"^(?:async )?def (test_([sakqd][1-9][0-9]?[a-z]?)_\w*)", re.M)
 _RULE_PAGE = "docs/acp-behaviour.md"
 """The page of the behaviour rules (S, A); other pages of ``docs/`` follow (K, Q)."""
 _HEADING = re.compile(r"^(#{1,5}) ", re.M)
@@ -96,7 +96,7 @@ def rule_tests() -> str:
     for page in sorted((ROOT / "docs").glob("*.md")):
         if page != ROOT / _RULE_PAGE:
             for rule_id, text in _RULE.findall(page.read_text(encoding="utf-8")):
-                if rule_id[0] in "KQ" and rule_id not in seen:
+                if rule_id[0] in "KQD" and rule_id not in seen:
                     seen.add(rule_id)
                     rules.append((rule_id, text))
     rows = ["| rule | what it says | tests named for it |", "|---|---|---|"]
