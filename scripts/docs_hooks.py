@@ -7,7 +7,7 @@ Generated, not hand-written, so they cannot drift from what they describe:
   later appear without anyone editing the page);
 - ``<!-- example NAME -->`` becomes the README example of that name (``examples.py``), the
   code CI's wheel smoke runs;
-- ``<!-- rule-tests -->`` becomes a table of the rules (the behaviour rules S and A of
+- ``<!-- rule-tests -->`` becomes a table of the rules (the behaviour rules S, A and D of
   ``docs/acp-behaviour.md``, then those of any other page of ``docs/``: K of
   ``docs/children.md``, Q, D of ``docs/durability.md``) and the tests named for each (``test_s5b_...``, ``test_k11_...``),
   read from the test files, so the page shows what the suite proves today and what it does not;
@@ -49,7 +49,7 @@ _SECTION = re.compile(
 _RULE = re.compile(r"^- \*\*([SAKQD][1-9][0-9]?[a-z]?)\*\* (.*)$", re.M)
 _RULE_TEST = re.compile(r"^(?:async )?def (test_([sakqd][1-9][0-9]?[a-z]?)_\w*)", re.M)
 _RULE_PAGE = "docs/acp-behaviour.md"
-"""The page of the behaviour rules (S, A); other pages of ``docs/`` follow (K, Q)."""
+"""The page of the behaviour rules (S, A, D); other pages of ``docs/`` follow (K, Q)."""
 _HEADING = re.compile(r"^(#{1,5}) ", re.M)
 
 

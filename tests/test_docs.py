@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "docs/acp-behaviour.md"
 # Spelled in two halves so this file does not match itself.
 OUTSIDE = ("../" + "shared", "shared" + "/design", "/work/" + "shared")
-RULE_ID = re.compile(r"\b([SA][1-9][0-9]?[a-z]?)\b")
-TEST_NAME_RULE = re.compile(r"^test_([sa][1-9][0-9]?[a-z]?)_")
+RULE_ID = re.compile(r"\b([SAD][1-9][0-9]?[a-z]?)\b")
+TEST_NAME_RULE = re.compile(r"^test_([sad][1-9][0-9]?[a-z]?)_")
 
 
 def _repo_files() -> list[Path]:
@@ -42,7 +42,7 @@ def test_no_file_points_outside_the_repository() -> None:
 
 def _documented_rules() -> set[str]:
     # A rule is defined by a list item that starts with its id in bold: "- **S5b** ...".
-    return set(re.findall(r"^- \*\*([SA][1-9][0-9]?[a-z]?)\*\*", RULES.read_text(), re.M))
+    return set(re.findall(r"^- \*\*([SAD][1-9][0-9]?[a-z]?)\*\*", RULES.read_text(), re.M))
 
 
 def _cited_rules(path: Path) -> set[str]:
@@ -62,6 +62,7 @@ def test_the_rule_document_defines_both_modes() -> None:
     rules = _documented_rules()
     assert {f"S{n}" for n in range(1, 17)} | {"S5b"} <= rules
     assert {f"A{n}" for n in range(1, 28)} <= rules
+    assert "D5" in rules  # the durable executions' ACP rule (session/list, session/resume)
 
 
 def test_every_rule_a_test_cites_is_documented() -> None:

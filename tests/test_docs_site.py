@@ -94,9 +94,9 @@ def test_sphinx_roles_read_as_code() -> None:
 
 def test_the_rule_table_has_every_rule_and_the_tests_named_for_it(hooks: ModuleType) -> None:
     page = hooks.on_page_markdown("<!-- rule-tests -->\n")
-    rows = re.findall(r"^\| \*\*([SA]\w+)\*\* \| .* \| (.*) \|$", page, re.M)
+    rows = re.findall(r"^\| \*\*([SAD]\w+)\*\* \| .* \| (.*) \|$", page, re.M)
     documented = re.findall(
-        r"^- \*\*([SA][1-9][0-9]?[a-z]?)\*\*", (ROOT / "docs/acp-behaviour.md").read_text(), re.M
+        r"^- \*\*([SAD][1-9][0-9]?[a-z]?)\*\*", (ROOT / "docs/acp-behaviour.md").read_text(), re.M
     )
     assert [rule for rule, _ in rows] == documented
     proven = dict(rows)

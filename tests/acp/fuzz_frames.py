@@ -79,8 +79,7 @@ SHADOW_KEYS = [
 UNKNOWN_METHODS = [
     "authenticate",
     "logout",
-    "session/list",
-    "session/resume",
+    "session/fork",
     "session/delete",
     "session/set_model",
     "session/set_config_option",
@@ -157,6 +156,8 @@ def valid(draw: st.DrawFn, pool: Pool, attach: bool) -> tuple[str, Any, bool]:
         "session/cancel",
         "session/set_mode",
         "session/close",
+        "session/list",
+        "session/resume",
         *(f"_agent_channel/{e}" for e in EXTENSIONS),
     ]
     method = draw(st.sampled_from(methods))
@@ -181,6 +182,12 @@ def valid(draw: st.DrawFn, pool: Pool, attach: bool) -> tuple[str, Any, bool]:
         params = {"sessionId": sid, "modeId": draw(texts)}
     elif method == "session/close":
         params = {"sessionId": sid}
+    elif method == "session/list":
+        params = draw(
+            st.sampled_from([{}, {"cwd": cwd}, {"cwd": "/elsewhere"}, {"cursor": "nope"}])
+        )
+    elif method == "session/resume":
+        params = {"cwd": cwd, "sessionId": sid, "mcpServers": []}
     else:
         name = method.removeprefix("_agent_channel/")
         params = {"sessionId": sid}

@@ -84,7 +84,9 @@ async def test_s1_initialize_states_version_and_real_capabilities(agent: Agent) 
     assert caps.mcp_capabilities is not None and not caps.mcp_capabilities.http
     assert caps.session_capabilities is not None
     assert caps.session_capabilities.close is not None  # session/close is served
-    assert caps.session_capabilities.resume is None
+    assert caps.session_capabilities.list is not None  # D5
+    assert caps.session_capabilities.resume is not None  # D5 (routed: unstable protocol on)
+    assert caps.session_capabilities.fork is None  # routed to nothing: not advertised
     assert r.agent_info is not None
     assert (r.agent_info.name, r.agent_info.version) == ("agent-channel-acp", __version__)
     newer = await agent.conn.initialize(protocol_version=7)

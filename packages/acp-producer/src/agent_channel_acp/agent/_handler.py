@@ -23,6 +23,8 @@ from acp.schema import (
     PromptCapabilities,
     SessionCapabilities,
     SessionCloseCapabilities,
+    SessionListCapabilities,
+    SessionResumeCapabilities,
     SseMcpServer,
 )
 from agent_channel import ChannelClosed, ChannelFull, Content
@@ -41,8 +43,12 @@ METHODS = {
     "session/prompt": "prompt",
     "session/cancel": "cancel",
     "session/close": "close_session",
+    "session/list": "list_sessions",
+    "session/resume": "resume_session",
 }
-"""The ACP methods both handlers implement, by the handler's attribute name."""
+"""The ACP methods both handlers implement, by the handler's attribute name (``session/close``
+and ``session/resume`` are routed only with ``use_unstable_protocol=True``, as both modes
+create their connections)."""
 
 
 def shadowed_names(handler: object) -> dict[str, frozenset[str]]:
@@ -64,7 +70,13 @@ def initialize_response(protocol_version: int) -> InitializeResponse:
         agent_capabilities=AgentCapabilities(
             load_session=True,
             prompt_capabilities=PromptCapabilities(image=True, audio=False, embedded_context=True),
-            session_capabilities=SessionCapabilities(close=SessionCloseCapabilities()),
+            # resume and close answer only because our connections route the SDK's
+            # unstable methods (``use_unstable_protocol=True``); list is routed anyway (D5)
+            session_capabilities=SessionCapabilities(
+                close=SessionCloseCapabilities(),
+                list=SessionListCapabilities(),
+                resume=SessionResumeCapabilities(),
+            ),
         ),
         agent_info=Implementation(
             name="agent-channel-acp", title="agent-channel", version=__version__

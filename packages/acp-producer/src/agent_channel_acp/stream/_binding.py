@@ -118,29 +118,37 @@ class Binding:
 
     # -- binding -------------------------------------------------------------------------
 
-    def attached(self, target: Target, replay: list[dict[str, object]], snapshot: Live) -> None:
-        """Bound to ``target``: the preamble, in order, then the live stream (A5)."""
-        hub = target
-        self.hub = hub
+    def attached(
+        self, target: Target, replay: list[dict[str, object]] | None, snapshot: Live
+    ) -> None:
+        """Bound to ``target``: the preamble, in order, then the live stream (A5). ``replay``
+        None: a resume (D5), whose client has the history: no replay, no confirmation text."""
+        self.hub = hub = target
         self.dropped = False
-        replayed = {u["toolCallId"] for u in replay if u["sessionUpdate"] == "tool_call"}
+        replayed = {u["toolCallId"] for u in replay or () if u["sessionUpdate"] == "tool_call"}
         self._owed = set(hub.card_seq).difference(replayed)
         self._preamble(hub, replay, snapshot)
 
-    def _preamble(self, hub: Target, replay: list[dict[str, object]], snapshot: Live) -> None:
+    def _preamble(
+        self, hub: Target, replay: list[dict[str, object]] | None, snapshot: Live
+    ) -> None:
         interactive = self.is_driver
         verb = "Bound to" if interactive else "Observing"
         note = "" if interactive else " (observe-only)"
         confirm = m.chunk_json("text", f"{verb} {hub.title} [{hub.id}]{note}\n", _fresh("bind"))
-        confirm["_meta"] = {
+        bound: dict[str, object] = {
             f"{META}bound": {"executionId": hub.id, "interactive": interactive},
             f"{META}interactive": interactive,
         }
+        confirm["_meta"] = bound
         # The preamble is kept whatever the backlog (the client asked for it): it costs at
         # most the ring's bytes (``_ring.REPLAY_BYTES``) on top of the backlog limit.
         info: SessionInfoUpdate = {"sessionUpdate": "session_info_update", "title": hub.title}
-        items = [Live(None, confirm, keep=True), Live(None, info, keep=True)]
-        items.extend(Live(None, update, keep=True) for update in replay)
+        if replay is None:  # a resume: the bind's facts ride on the title's update
+            items = [Live(None, {**info, "_meta": bound}, keep=True)]
+        else:
+            items = [Live(None, confirm, keep=True), Live(None, info, keep=True)]
+            items.extend(Live(None, update, keep=True) for update in replay)
         items.append(Live(snapshot.method, snapshot.payload, keep=True))
         data = b"".join(self._frame(live) for live in items)  # encoded once, one write
         if self._clear():

@@ -29,7 +29,6 @@ from agent_channel import (
     ChatMessage,
     ChatMessageAssistant,
     ChatMessageSystem,
-    ChatMessageTool,
     ChatMessageUser,
     ChildEnded,
     ChildStarted,
@@ -90,7 +89,7 @@ class Hub:
         self.id = execution_id
         self.ref = ref
         self.title = title
-        self.created = time.time()
+        self.created = self.updated = time.time()  # updated: at each event (session/list)
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
         self._context_window = context_window
@@ -195,10 +194,10 @@ class Hub:
 
     # -- sessions ----------------------------------------------------------------------
 
-    def bind(self, sink: Sink, *, driver: bool) -> None:
-        """Attach ``sink``: its preamble (A5) and then every live item, atomically."""
+    def bind(self, sink: Sink, *, driver: bool, replay: bool = True) -> None:
+        """Attach ``sink`` atomically: its preamble (A5; a resume has no replay, D5), then live."""
         self.flush()  # the step's items are in the ring: the replay has them, live must not
-        sink.attached(self, self._ring.replay(), self._turn_state_note())
+        sink.attached(self, self._ring.replay() if replay else None, self._turn_state_note())
         if self._children.listing():  # K11: the tree with the cards, not at its next change
             sink.take([Live(NOTE, self._children.note(), keep=True)])
         self._fanout.add(sink, driver=driver)
@@ -290,6 +289,7 @@ class Hub:
             self._loop.call_soon_threadsafe(self._on_event, ev)
 
     def _on_event(self, ev: ExecutionEvent) -> None:
+        self.updated = time.time()
         if isinstance(ev, ModelDelta):
             mid = ev.message_id
             self._streamed_by = ev.call_id
@@ -355,9 +355,7 @@ class Hub:
             self._show_input(msg)
         elif isinstance(msg, ChatMessageAssistant) and msg.id not in self._shown:
             self._remember_shown(msg.id)
-            self._whole(msg)
-        elif isinstance(msg, ChatMessageTool):
-            pass  # its result shows in its call's card
+            self._whole(msg)  # (a tool message's result shows in its call's card)
 
     def _show_input(self, msg: ChatMessageUser | ChatMessageSystem) -> None:
         """A user or system message, with its role and source (A6, A7), kept for replay."""

@@ -92,8 +92,10 @@ class Sink(Protocol):
         """It fell too far behind and was shed: the hub lets it go."""
         ...
 
-    def attached(self, target: Target, replay: list[dict[str, object]], snapshot: Live) -> None:
-        """Bound: its preamble (A5), then every live item."""
+    def attached(
+        self, target: Target, replay: list[dict[str, object]] | None, snapshot: Live
+    ) -> None:
+        """Bound: its preamble (A5), then every live item; ``replay`` None: a resume (D5)."""
         ...
 
     @property

@@ -24,10 +24,12 @@ from acp.schema import (
     CloseSessionResponse,
     Implementation,
     InitializeResponse,
+    ListSessionsResponse,
     LoadSessionResponse,
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
+    ResumeSessionResponse,
     ToolCallUpdate,
 )
 from agent_channel import ChannelClosed, ChannelFull
@@ -40,7 +42,9 @@ from ...stream._questions import can_elicit
 from ...wire._errors import WireError
 from ...wire._transport import LineTransport
 from .. import _debug as debug
+from .. import _listing as listing
 from .._handler import McpServer, initialize_response, prompt_content, refused, sdk_error
+from .._listing import Listed
 from . import _picker as picker
 from ._requests import REQUESTS
 
@@ -61,6 +65,10 @@ class Registry(Protocol):
         ...
 
     def known(self, session_id: str) -> bool: ...
+
+    def listed(self) -> list[Listed]:
+        """Every execution held, as ``session/list`` rows (D5)."""
+        ...
 
     def executions(self) -> list[dict[str, Any]]: ...
 
@@ -151,6 +159,30 @@ class AttachClient:
         hub = self._hubs.get(session_id) or self._server.hub(session_id)
         self._open(session_id, hub, _wants_observe(kwargs))
         return LoadSessionResponse()
+
+    async def resume_session(
+        self,
+        cwd: str,
+        session_id: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: object,
+    ) -> ResumeSessionResponse:
+        """D5: bind like ``session/load`` (observe-only when asked or when it cannot be
+        driven), but without the replay: the client has the history; live from here on."""
+        hub = self._hubs.get(session_id) or self._server.hub(session_id)
+        self._open(session_id, hub, _wants_observe(kwargs), replay=False)
+        return ResumeSessionResponse()
+
+    async def list_sessions(
+        self, cursor: str | None = None, cwd: str | None = None, **kwargs: object
+    ) -> ListSessionsResponse:
+        """D5: every execution the server holds (the picker's sessions are not listed); like
+        ``_agent_channel/list``, after what this connection was owed (a row's state is never
+        ahead of the stream the client has read)."""
+        page = listing.answer([self._server], cwd=cwd, cursor=cursor)
+        await self._caught_up()
+        return page
 
     async def prompt(
         self, session_id: str, prompt: list[m.PromptBlock], **kwargs: object
@@ -272,22 +304,26 @@ class AttachClient:
                 hub.unbind(binding)
             binding.leave()
 
-    def _open(self, wire_id: str, hub: Hub | None, observe: bool, note: str = "") -> None:
+    def _open(
+        self, wire_id: str, hub: Hub | None, observe: bool, note: str = "", replay: bool = True
+    ) -> None:
         """Bind ``wire_id`` to ``hub`` (None: the picker's list) once this request's task is
         done, i.e. its response is on the wire (A5: the response first, then the preamble,
-        the replay and the live stream, all taken then)."""
+        the replay unless ``replay`` is false (a resume), and the live stream, all taken then)."""
         task = asyncio.current_task()
         if task is None:
-            self._bind(wire_id, hub, observe, note)
+            self._bind(wire_id, hub, observe, note, replay)
             return
 
         def bind(done: asyncio.Task[object]) -> None:
             if not done.cancelled() and done.exception() is None:
-                self._bind(wire_id, hub, observe, note)
+                self._bind(wire_id, hub, observe, note, replay)
 
         task.add_done_callback(bind)
 
-    def _bind(self, wire_id: str, hub: Hub | None, observe: bool, note: str) -> None:
+    def _bind(
+        self, wire_id: str, hub: Hub | None, observe: bool, note: str, replay: bool = True
+    ) -> None:
         if self._closed or self.transport is None:
             return
         binding = self._bindings.get(wire_id)
@@ -304,7 +340,7 @@ class AttachClient:
             binding.live(Live(None, picker.listing(self._targets(), note)))
         else:
             self._hubs[wire_id] = hub
-            hub.bind(binding, driver=not binding.observe)
+            hub.bind(binding, driver=not binding.observe, replay=replay)
 
     def _targets(self) -> list[Hub]:
         hubs = self._server.hubs()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Callable
 from typing import Any, ClassVar, cast
 from uuid import uuid4
@@ -28,6 +29,7 @@ from ...wire._transport import LineTransport
 from .._execution import BACKLOG_LIMIT, Body, run
 from .._finished import Forgotten
 from .._handler import sdk_error, shadowed_names
+from .._listing import Listed, from_hub
 from ._client import AttachClient
 
 log = logging.getLogger("agent_channel_acp")
@@ -58,6 +60,7 @@ class AttachServer:
         self._approve = approve
         self._context_window = context_window
         self._hubs: dict[str, Hub] = {}
+        self._cwds: dict[str, str] = {}  # the process's working directory when each was added
         self._forgotten = Forgotten()
         self._clients: set[AttachClient] = set()
         self._runs: set[asyncio.Future[object]] = set()
@@ -81,6 +84,7 @@ class AttachServer:
             on_change=self._changed,
         )
         self._hubs[execution_id] = hub
+        self._cwds[execution_id] = os.getcwd()
         self._changed()
         return execution_id
 
@@ -138,6 +142,10 @@ class AttachServer:
             for hub in self._hubs.values()
         ]
 
+    def listed(self) -> list[Listed]:
+        """Every execution held, as ``session/list`` rows (D5; a ``_listing.Source``)."""
+        return [from_hub(hub, self._cwds.get(hub.id, "/")) for hub in self._hubs.values()]
+
     def hubs(self) -> list[Hub]:
         return list(self._hubs.values())
 
@@ -165,6 +173,7 @@ class AttachServer:
         finished = [h for h in self._hubs.values() if not h.running and not h.clients]
         for hub in finished[: max(0, len(finished) - self.finished_kept)]:
             del self._hubs[hub.id]
+            self._cwds.pop(hub.id, None)
             self._forgotten.add(hub.id)
         if self.on_change is not None:
             try:

@@ -20,10 +20,12 @@ from acp.schema import (
     CloseSessionResponse,
     Implementation,
     InitializeResponse,
+    ListSessionsResponse,
     LoadSessionResponse,
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
+    ResumeSessionResponse,
     ToolCallUpdate,
 )
 
@@ -34,6 +36,7 @@ from ...stream._questions import can_elicit
 from ...wire._errors import WireError
 from ...wire._transport import LineTransport
 from .. import _debug as debug
+from .. import _listing as listing
 from .._execution import BACKLOG_LIMIT, Body, NotRunnable
 from .._finished import Forgotten
 from .._handler import McpServer, initialize_response, prompt_content, sdk_error, shadowed_names
@@ -150,6 +153,7 @@ class AcpServer:
             context_window=self._context_window,
             backlog_limit=self._backlog_limit,
             on_done=self._session_done,
+            cwd=cwd,
         )
         self._sessions[session.id] = session
         try:
@@ -172,6 +176,30 @@ class AcpServer:
         session = self._session(session_id)
         await session.replay()
         return LoadSessionResponse()
+
+    async def list_sessions(
+        self, cursor: str | None = None, cwd: str | None = None, **kwargs: object
+    ) -> ListSessionsResponse:
+        """D5: this process's sessions, running and finished-but-kept."""
+        return listing.answer([self], cwd=cwd, cursor=cursor)
+
+    async def resume_session(
+        self,
+        cwd: str,
+        session_id: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: object,
+    ) -> ResumeSessionResponse:
+        """D5: go on with a session without its history replayed. The one stdio client
+        already gets its stream, so this only checks that the session is still here."""
+        self._session(session_id)
+        return ResumeSessionResponse()
+
+    def listed(self) -> list[listing.Listed]:
+        """The live sessions as ``session/list`` rows (a ``_listing.Source``)."""
+        sessions = [*self._sessions.values(), *self._finished.values()]
+        return [row for s in sessions if (row := s.listed()) is not None]
 
     async def prompt(
         self, session_id: str, prompt: list[m.PromptBlock], **kwargs: object
@@ -247,8 +275,8 @@ async def serve(
     )
     server.use_writer(transport)
     # A plain class on purpose (see the module docstring), hence the cast.
-    # Unstable routing serves session/close (stable in the spec, unstable in SDK 0.12);
-    # the other unstable methods have no handler here and get -32601.
+    # Unstable routing serves session/close and session/resume (stable in the spec,
+    # unstable in SDK 0.12); the other unstable methods have no handler here: -32601.
     conn = AgentSideConnection(
         cast("Agent", server), transport, listening=False, use_unstable_protocol=True
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,7 @@ from ...wire._errors import WireError
 from ...wire._frames import ChildEntry
 from .._execution import BACKLOG_LIMIT, Body, NotRunnable, run
 from .._handler import refused, sdk_error
+from .._listing import Listed, from_hub
 from ._stream import StdioBinding, StdioHub
 
 __all__ = ["BACKLOG_LIMIT", "Body", "NotRunnable", "Session"]  # the first three: old places
@@ -112,8 +114,11 @@ class Session:
         context_window: int | None = None,
         backlog_limit: int = BACKLOG_LIMIT,
         on_done: Callable[[Session], None] | None = None,
+        cwd: str | None = None,
     ) -> None:
         self.id = session_id
+        self.cwd = os.getcwd() if cwd is None else cwd
+        """The client's working directory for it (``session/new``), as ``session/list`` shows."""
         self._body = body
         self._approve = approve
         self._context_window = context_window
@@ -231,6 +236,11 @@ class Session:
             cancel = Cancel("user_cancel")
             self._our_cancels.add(cancel.id)
             ref.interrupt(cancel)
+
+    def listed(self) -> Listed | None:
+        """Its ``session/list`` row (D5); None until its execution runs."""
+        hub = self._hub
+        return None if hub is None else from_hub(hub, self.cwd)
 
     def children(self) -> list[ChildEntry]:
         """The execution's children (K11; the cards and notifications come on their own)."""

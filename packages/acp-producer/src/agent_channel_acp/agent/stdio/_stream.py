@@ -111,7 +111,7 @@ class StdioBinding(Binding):
     def alive(self) -> bool:
         return True  # the one driver: a request that fails is a rejection (S10)
 
-    def _preamble(self, hub: Target, replay: list[dict[str, Any]], snapshot: Live) -> None:
+    def _preamble(self, hub: Target, replay: list[dict[str, Any]] | None, snapshot: Live) -> None:
         pass  # the client started the execution itself
 
     def replay(self, updates: list[dict[str, Any]]) -> None:
