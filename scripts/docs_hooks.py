@@ -9,7 +9,8 @@ Generated, not hand-written, so they cannot drift from what they describe:
   code CI's wheel smoke runs;
 - ``<!-- rule-tests -->`` becomes a table of the rules (the behaviour rules S, A and D of
   ``docs/acp-behaviour.md``, then those of any other page of ``docs/``: K of
-  ``docs/children.md``, Q, D of ``docs/durability.md``) and the tests named for each (``test_s5b_...``, ``test_k11_...``),
+  ``docs/children.md``, Q, D of ``docs/durability.md``) and the tests named for each
+  (``test_s5b_...``, ``test_k11_...``),
   read from the test files, so the page shows what the suite proves today and what it does not;
 - ``<!-- include PATH -->`` becomes the Markdown file at PATH (relative to the
   repository root) with its title dropped and its headings one level down, so the

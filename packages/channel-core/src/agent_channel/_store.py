@@ -115,10 +115,13 @@ class Journal(Protocol):
 class Store(Protocol):
     """Many executions' journals, and the list a producer shows and restores from."""
 
-    def journal(self, execution_id: str, meta: JsonObject | None = None) -> Journal:
+    def journal(
+        self, execution_id: str, meta: JsonObject | None = None, *, wait: bool = False
+    ) -> Journal:
         """The journal of ``execution_id``: a new execution with ``meta``, or one found in
-        the store (then :meth:`Journal.restored` has what it had, and ``meta`` replaces the
-        stored one when given)."""
+        the store (then :meth:`Journal.restored` has what it had, with ``wait`` in it, and
+        ``meta`` replaces the stored one when given). :class:`StoreError` for one that
+        finished."""
         ...
 
     def executions(self, status: ExecutionStatus | None = None) -> list[StoredExecution]:

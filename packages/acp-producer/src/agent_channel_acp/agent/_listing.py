@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Literal, Protocol
 
 from acp.schema import ListSessionsResponse, SessionInfo
-from agent_channel import ChatMessage, ChatMessageUser
+from agent_channel import ChatMessage, ChatMessageUser, Store
 
 from ..stream._hub import Hub
 from ..stream._items import META
@@ -89,6 +89,31 @@ def from_hub(hub: Hub, cwd: str) -> Listed:
         status="running" if hub.running else "ended",
         meta={f"{META}turnState": hub.turn_state, f"{META}execution": hub.status},
     )
+
+
+class Stored:
+    """A store's unfinished executions of one mode as rows (D5): after a restart, the ones
+    a client can pick up again (``session/load``, ``session/resume``) though none runs yet."""
+
+    def __init__(self, store: Store, mode: str) -> None:
+        self._store = store
+        self._mode = mode
+
+    def listed(self) -> Iterable[Listed]:
+        for e in self._store.executions("running"):
+            meta = e.meta
+            if meta.get("mode") != self._mode:
+                continue
+            title = meta.get("title")
+            cwd = meta.get("cwd")
+            yield Listed(
+                session_id=e.id,
+                cwd=cwd if isinstance(cwd, str) else "/",
+                started=e.created,
+                title=title if isinstance(title, str) else title_from(self._store.messages(e.id)),
+                updated=e.updated,
+                meta={f"{META}execution": "stored"},
+            )
 
 
 def title_from(messages: Sequence[ChatMessage]) -> str | None:

@@ -176,8 +176,22 @@ def _main(argv: Sequence[str] | None) -> None:
     from ..agent.stdio._process import run_stdio
     from ..agent.stdio._server import AcpServer
 
+    store = None
+    if args.store:
+        from agent_channel import StoreError, open_store
+
+        try:
+            store = open_store(None if args.store is True else args.store)
+        except StoreError as e:
+            stop_logging(0.5)
+            fail(f"stdio: {e}")
     server = AcpServer(
-        factory, model=args.model, approve=args.approve, context_window=args.context_window
+        factory,
+        model=args.model,
+        approve=args.approve,
+        context_window=args.context_window,
+        store=store,
+        restore=args.restore,
     )
     code = run_stdio(server)
     stop_logging(0.5)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Literal, cast
 from uuid import uuid4
 
 from acp import Agent
@@ -28,6 +29,7 @@ from acp.schema import (
     ResumeSessionResponse,
     ToolCallUpdate,
 )
+from agent_channel import Journal, Store
 
 from ...stream import _mapping as m
 from ...stream._binding import Writer
@@ -67,8 +69,12 @@ class AcpServer:
         approve: bool = False,
         context_window: int | None = None,
         backlog_limit: int = BACKLOG_LIMIT,
+        store: Store | None = None,
+        restore: Literal["go", "wait"] = "go",
     ) -> None:
         self._factory = factory
+        self._store = store
+        self._restore_wait = restore == "wait"
         self._model = model
         self._approve = approve
         self._context_window = context_window
@@ -138,15 +144,28 @@ class AcpServer:
     ) -> NewSessionResponse:
         if mcp_servers:
             log.info("ignoring %d MCP server(s): not supported", len(mcp_servers))
+        session_id = uuid4().hex
+        journal = None
+        if self._store is not None:
+            meta = {"mode": "stdio", "cwd": cwd, "model": self._model}
+            journal = self._store.journal(session_id, meta)
+        session = await self._start(session_id, cwd, journal)
+        # Updates flow once this request's task is done: its response is written (S2).
+        return NewSessionResponse(session_id=session.id)
+
+    async def _start(self, session_id: str, cwd: str, journal: Journal | None) -> Session:
+        """A session's execution started (new, or restored from the store's ``journal``)."""
         if self._conn is None or self._transport is None:
             raise RuntimeError("serve an AcpServer with serve() or serve_stdio()")
         try:
             body = self._factory(self._model)
         except Exception as e:
             log.exception("the agent factory failed")
+            if journal is not None and journal.restored() is None:
+                journal.finish("ended", None, f"the agent factory failed: {e!r}")
             raise sdk_error(WireError.factory_failed(repr(e))) from e
         session = Session(
-            uuid4().hex,
+            session_id,
             self,
             body,
             approve=self._approve,
@@ -154,6 +173,7 @@ class AcpServer:
             backlog_limit=self._backlog_limit,
             on_done=self._session_done,
             cwd=cwd,
+            journal=journal,
         )
         self._sessions[session.id] = session
         try:
@@ -162,8 +182,21 @@ class AcpServer:
             self._sessions.pop(session.id, None)
             log.error("the agent factory did not return a runnable body: %s", e)
             raise sdk_error(WireError.not_runnable(str(e))) from None
-        # Updates flow once this request's task is done: its response is written (S2).
-        return NewSessionResponse(session_id=session.id)
+        return session
+
+    async def _found(self, session_id: str) -> Session:
+        """The session, live, or restored from the store when a previous process left it
+        unfinished there (D4, D5: a client that restarted its agent picks its thread up)."""
+        store = self._store
+        if store is not None and self._live(session_id) is None:
+            row = store.get(session_id)
+            if row is not None and row.status == "running" and row.meta.get("mode") == "stdio":
+                cwd = row.meta.get("cwd")
+                journal = store.journal(session_id, wait=self._restore_wait)
+                return await self._start(
+                    session_id, cwd if isinstance(cwd, str) else os.getcwd(), journal
+                )
+        return self._session(session_id)
 
     async def load_session(
         self,
@@ -173,15 +206,19 @@ class AcpServer:
         additional_directories: list[str] | None = None,
         **kwargs: object,
     ) -> LoadSessionResponse:
-        session = self._session(session_id)
+        session = await self._found(session_id)
         await session.replay()
         return LoadSessionResponse()
 
     async def list_sessions(
         self, cursor: str | None = None, cwd: str | None = None, **kwargs: object
     ) -> ListSessionsResponse:
-        """D5: this process's sessions, running and finished-but-kept."""
-        return listing.answer([self], cwd=cwd, cursor=cursor)
+        """D5: this process's sessions, running and finished-but-kept, then the store's
+        unfinished ones (a previous process's, which ``session/load`` restores)."""
+        sources: list[listing.Source] = [self]
+        if self._store is not None:
+            sources.append(listing.Stored(self._store, "stdio"))
+        return listing.answer(sources, cwd=cwd, cursor=cursor)
 
     async def resume_session(
         self,
@@ -192,8 +229,9 @@ class AcpServer:
         **kwargs: object,
     ) -> ResumeSessionResponse:
         """D5: go on with a session without its history replayed. The one stdio client
-        already gets its stream, so this only checks that the session is still here."""
-        self._session(session_id)
+        already gets its stream, so this only checks that the session is still here (or
+        restores it from the store)."""
+        await self._found(session_id)
         return ResumeSessionResponse()
 
     def listed(self) -> list[listing.Listed]:
@@ -215,11 +253,22 @@ class AcpServer:
         session.cancel()
 
     async def close_session(self, session_id: str, **kwargs: object) -> CloseSessionResponse:
+        """End the session; with a store, mark it closed there (never restored again)."""
+        store = self._store
+        stored = store.get(session_id) if store is not None else None
+        if stored is not None and self._live(session_id) is None:
+            if stored.status == "closed" or stored.meta.get("mode") != "stdio":
+                raise sdk_error(WireError.forgotten_session(session_id))
+            store.close_execution(session_id)  # pyright: ignore[reportOptionalMemberAccess]
+            self._forgotten.add(session_id)
+            return CloseSessionResponse()
         session = self._session(session_id)
         self._sessions.pop(session_id, None)
         self._finished.pop(session_id, None)
         self._forgotten.add(session_id)
         await session.close()
+        if store is not None and stored is not None:
+            store.close_execution(session_id)
         return CloseSessionResponse()
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -238,8 +287,11 @@ class AcpServer:
 
     # -- plumbing ----------------------------------------------------------------------
 
+    def _live(self, session_id: str) -> Session | None:
+        return self._sessions.get(session_id) or self._finished.get(session_id)
+
     def _session(self, session_id: str) -> Session:
-        session = self._sessions.get(session_id) or self._finished.get(session_id)
+        session = self._live(session_id)
         if session is not None:
             return session
         if session_id in self._forgotten:

@@ -42,6 +42,7 @@ from agent_channel import (
     ExecutionEvent,
     ExecutionFinished,
     ItemsDrained,
+    Journal,
     ModelCallFinished,
     StopReason,
     TurnCancelled,
@@ -115,8 +116,11 @@ class Session:
         backlog_limit: int = BACKLOG_LIMIT,
         on_done: Callable[[Session], None] | None = None,
         cwd: str | None = None,
+        journal: Journal | None = None,
     ) -> None:
         self.id = session_id
+        self.journal = journal
+        """The store's journal of its execution (``stdio --store``), else ``None``."""
         self.cwd = os.getcwd() if cwd is None else cwd
         """The client's working directory for it (``session/new``), as ``session/list`` shows."""
         self._body = body
@@ -175,7 +179,7 @@ class Session:
 
     async def _run(self) -> None:
         try:
-            await run(self._body, self._started)
+            await run(self._body, self._started, self.journal)
         except NotRunnable as e:
             self._start_error = str(e)
         except asyncio.CancelledError:
