@@ -84,6 +84,8 @@ def _describe_execution(e: Execution) -> str:
         parts.append("question pending")
     if e.get("drivable") is False:
         parts.append("observe-only")
+    if restored := e.get("restored"):  # a server restarted on its store brought it back
+        parts.append(f"restored {time.strftime('%H:%M:%S', time.localtime(restored))}")
     line = "  ".join(parts) + f"  {e.get('title', '')}".rstrip()
     for call in e.get("runningToolCalls", []):
         line += f"\n    tool call {call.get('id', '?')}  running  {call.get('title', '')}"

@@ -1,0 +1,211 @@
+"""Durable executions in attach mode (issue 19), over real processes: ``serve --demo
+--store S`` killed with SIGKILL at random moments and started again, checked from the
+client side only (the verbs' ``--json``).
+
+The crash storm kills the server 20 times here (``STORM_KILLS``; 100 with ``-m soak``):
+at random moments while two executions work (during a tool, a model step, a checkpoint),
+and sometimes with a ``send`` in flight (between the post and its acknowledgement).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import GUARD, HERE
+from serving import Serving, ctl, ctl_json, env, serving
+
+STORM_KILLS = int(os.environ.get("STORM_KILLS", "20"))
+TOOL_SECONDS = "0.2"  # the demo's steps: short, so kills land in tools and between them
+OP = re.compile(r"\bop-\d+-\d+\b")
+
+
+def _serve(rt: Path, store: Path, *more: str) -> Any:
+    return serving(
+        rt,
+        "--demo",
+        "--store",
+        str(store),
+        *more,
+        AGENT_CHANNEL_DEMO_TOOL_SECONDS=TOOL_SECONDS,
+    )
+
+
+def _kill(s: Serving) -> None:
+    s.proc.send_signal(signal.SIGKILL)
+    s.proc.wait(GUARD)
+
+
+def _conversation(rt: Path, execution: str) -> list[dict[str, Any]]:
+    return ctl_json(rt, "messages", execution, "--all")["messages"]
+
+
+def _queued(rt: Path, execution: str) -> list[str]:
+    return [q.get("text", "") for q in ctl_json(rt, "queue", execution)["messages"]]
+
+
+def _check(rt: Path, execution: str, acked: list[str], sent: set[str], when: str) -> None:
+    """What the client sees is one conversation a model would accept, holding every
+    acknowledged message once and in order, and nothing that was not sent."""
+    messages = _conversation(rt, execution)
+    seen: list[str] = []
+    for m in messages:
+        if m["role"] == "user":
+            seen += OP.findall(m.get("text", ""))
+    for text in _queued(rt, execution):
+        seen += OP.findall(text)
+    assert len(seen) == len(set(seen)), f"{when}: a message appears twice: {seen}"
+    assert set(seen) <= sent, f"{when}: never sent: {set(seen) - sent}"
+    missing = [a for a in acked if a not in seen]
+    assert not missing, f"{when}: acknowledged but lost: {missing}"
+    assert [s for s in seen if s in acked] == acked, f"{when}: out of order"
+    # One result per tool call, after its call; no result without a call.
+    open_calls: list[str] = []
+    answered: set[str] = set()
+    for m in messages:
+        if m["role"] == "assistant":
+            assert not open_calls, f"{when}: calls {open_calls} have no result before the next turn"
+            open_calls = list(m.get("toolCallIds", []))
+        elif m["role"] == "tool":
+            call = m.get("toolCallId")
+            assert call in open_calls, f"{when}: a result for {call}, which is not open"
+            assert call not in answered, f"{when}: two results for {call}"
+            open_calls.remove(call)
+            answered.add(call)
+        elif m["role"] == "user":
+            assert not open_calls, f"{when}: calls {open_calls} unanswered before a user message"
+
+
+def _storm(tmp_path: Path, kills: int) -> None:
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    store = tmp_path / "store.db"
+    rng = random.Random(1919)
+    acked: dict[str, list[str]] = defaultdict(list)
+    sent: set[str] = set()
+    ids: list[str] | None = None
+    n = 0
+    for k in range(kills + 1):
+        with _serve(rt, store, "--count", "2") as s:
+            now = sorted(s.ids(2))
+            if ids is None:
+                ids = now
+            assert now == ids, f"restart {k}: the executions did not keep their ids"
+            for e in ids:
+                _check(rt, e, acked[e], sent, f"after restart {k}")
+            if k == kills:
+                return
+            for _ in range(rng.randrange(0, 4)):
+                e = rng.choice(ids)
+                if rng.random() < 0.75:
+                    n += 1
+                    text = f"op-{k}-{n}"
+                    sent.add(text)
+                    if ctl(rt, "send", e, text).returncode == 0:
+                        acked[e].append(text)
+                else:
+                    ctl(rt, "cancel", e)
+            if rng.random() < 0.35:  # a send in flight when the server dies
+                e = rng.choice(ids)
+                n += 1
+                text = f"op-{k}-{n}"
+                sent.add(text)
+                send = subprocess.Popen(
+                    [sys.executable, "-m", "agent_channel_acp", "send", e, text],
+                    env=env(rt),
+                    cwd=HERE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                # kill at a random point of the send's life (its start takes a while)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    send.wait(rng.uniform(0.05, 0.6))
+                _kill(s)
+                if send.wait(GUARD) == 0:
+                    acked[e].append(text)
+            else:
+                _kill(s)
+
+
+def test_d2_d4_a_crash_storm_loses_no_acknowledged_message(tmp_path: Path) -> None:
+    _storm(tmp_path, STORM_KILLS)
+
+
+@pytest.mark.soak
+def test_d2_d4_a_crash_storm_of_a_hundred_kills(tmp_path: Path) -> None:
+    _storm(tmp_path, 100)
+
+
+def test_d4_restore_wait_parks_each_execution_for_an_operator(tmp_path: Path) -> None:
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    store = tmp_path / "store.db"
+    with _serve(rt, store) as s:
+        (e,) = s.ids(1)
+        _kill(s)
+    with _serve(rt, store, "--restore", "wait") as s:
+        assert s.ids(1) == [e]
+        before = len(_conversation(rt, e))
+        listed = ctl_json(rt, "ls")["servers"][0]["executions"][0]
+        assert listed["restored"] > 0
+        assert listed["status"] == "waiting for operator"
+        assert ctl(rt, "send", e, "op-1-1 go on").returncode == 0
+        _check(rt, e, [], {"op-1-1"}, "after the prompt")
+        assert len(_conversation(rt, e)) >= before
+
+
+def test_d4_end_closes_an_execution_for_good_and_a_shutdown_does_not(tmp_path: Path) -> None:
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    store = tmp_path / "store.db"
+    with _serve(rt, store, "--count", "2") as s:
+        kept, ended = s.ids(2)
+        assert ctl(rt, "end", ended).returncode == 0
+        assert s.stop() == 0  # SIGTERM: an orderly stop
+    with _serve(rt, store, "--count", "2") as s:
+        assert s.ids(1) == [kept]  # restored; no new one started beside it
+        line = ctl(rt, "ls")
+        assert "restored" in line.stdout
+
+
+def test_d8_serve_on_a_held_or_damaged_store_exits_with_one_line(tmp_path: Path) -> None:
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    store = tmp_path / "store.db"
+    with _serve(rt, store) as s:
+        s.ids(1)
+        second = subprocess.run(
+            [sys.executable, "-m", "agent_channel_acp", "serve", "--demo", "--store", str(store)],
+            env=env(rt),
+            cwd=HERE,
+            capture_output=True,
+            text=True,
+            timeout=GUARD,
+        )
+    assert second.returncode != 0
+    (line,) = second.stderr.strip().splitlines()
+    assert "in use by another running server" in line
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"SQLite format 3\x00" + b"\x07" * 5000)
+    before = bad.read_bytes()
+    third = subprocess.run(
+        [sys.executable, "-m", "agent_channel_acp", "serve", "--demo", "--store", str(bad)],
+        env=env(rt),
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
+    assert third.returncode != 0
+    (line,) = third.stderr.strip().splitlines()
+    assert str(bad) in line and ("damaged" in line or "not a readable store" in line)
+    assert bad.read_bytes() == before

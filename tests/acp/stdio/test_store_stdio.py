@@ -1,0 +1,140 @@
+"""Durable executions in stdio mode (issue 19): the path a client such as Zed takes when
+its agent process dies. A real ``stdio --store S`` subprocess, the SDK's own client, the
+process killed with SIGKILL, a new one on the same store.
+
+asyncio only: the ACP SDK is asyncio-bound (see conftest).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import acp
+import anyio
+import anyio.to_thread
+import pytest
+from acp import RequestError
+from conftest import GUARD, HERE, Agent, agent_env, spawn
+
+pytestmark = pytest.mark.anyio
+
+
+async def prompt(agent: Agent, sid: str, text: str) -> str:
+    with anyio.fail_after(GUARD):
+        r = await agent.conn.prompt(session_id=sid, prompt=[acp.text_block(text)])
+    return r.stop_reason
+
+
+def said(agent: Agent, sid: str) -> list[str]:
+    """The text of every message chunk the client was sent for ``sid``, in order."""
+    out: list[str] = []
+    for u in agent.rec.updates[sid]:
+        if u["sessionUpdate"] in ("user_message_chunk", "agent_message_chunk"):
+            out.append(u["content"].get("text", ""))
+    return out
+
+
+def load_params(sid: str) -> dict[str, Any]:
+    return {"sessionId": sid, "cwd": str(HERE), "mcpServers": []}
+
+
+async def killed(agent: Agent) -> None:
+    """SIGKILL the agent process, as a crash would (nothing runs on its way out)."""
+    agent.proc.kill()
+    with anyio.fail_after(GUARD):
+        await agent.proc.wait()
+
+
+async def test_d5_a_restarted_stdio_agent_gives_the_client_its_thread_back(
+    tmp_path: Path,
+) -> None:
+    store = str(tmp_path / "store.db")
+    async with spawn("--agent", "agents:react_agent", "--store", store) as agent:
+        sid = (await agent.conn.new_session(cwd=str(HERE), mcp_servers=[])).session_id
+        assert await prompt(agent, sid, "remember the blue door") == "end_turn"
+        assert await prompt(agent, sid, "quick check") == "end_turn"  # a tool call and result
+        await killed(agent)
+
+    async with spawn("--agent", "agents:react_agent", "--store", store) as agent:
+        with anyio.fail_after(GUARD):
+            listed = await agent.request("session/list", {})
+        (row,) = [r for r in listed["sessions"] if r["sessionId"] == sid]
+        assert row["title"] == "remember the blue door"
+        assert row["cwd"] == str(HERE)
+        with anyio.fail_after(GUARD):
+            await agent.request("session/load", load_params(sid))
+        thread = said(agent, sid)
+        assert "remember the blue door" in thread
+        assert "echo: remember the blue door" in thread
+        assert "quick check" in thread
+        # It takes a prompt, and the model sees the whole thread, well-formed.
+        assert await prompt(agent, sid, "inspect") == "end_turn"
+        seen = json.loads(said(agent, sid)[-1])
+        users = [m["text"] for m in seen if m["role"] == "user"]
+        assert users == ["remember the blue door", "quick check", "inspect"]
+        calls = sum(len(m.get("tool_calls", [])) for m in seen)
+        assert calls == sum(m["role"] == "tool" for m in seen) == 1  # one result per call
+
+
+async def test_d5_resume_restores_without_replay_and_close_marks_it_closed(
+    tmp_path: Path,
+) -> None:
+    store = str(tmp_path / "store.db")
+    async with spawn("--agent", "agents:react_agent", "--store", store) as agent:
+        sid = (await agent.conn.new_session(cwd=str(HERE), mcp_servers=[])).session_id
+        assert await prompt(agent, sid, "first words") == "end_turn"
+        await killed(agent)
+
+    async with spawn("--agent", "agents:react_agent", "--store", store) as agent:
+        with anyio.fail_after(GUARD):
+            await agent.request("session/resume", load_params(sid))
+        assert said(agent, sid) == []  # resume replays nothing
+        assert await prompt(agent, sid, "more words") == "end_turn"
+        assert said(agent, sid)[-1] == "echo: more words"
+        with anyio.fail_after(GUARD):
+            await agent.request("session/close", {"sessionId": sid})
+        await killed(agent)
+
+    async with spawn("--agent", "agents:react_agent", "--store", store) as agent:
+        with anyio.fail_after(GUARD):
+            listed = await agent.request("session/list", {})
+        assert [r for r in listed["sessions"] if r["sessionId"] == sid] == []
+        with anyio.fail_after(GUARD), pytest.raises(RequestError) as e:
+            await agent.request("session/load", load_params(sid))
+        assert e.value.code == -32002
+
+
+async def test_d8_a_second_stdio_agent_on_a_held_store_exits_with_one_line(
+    tmp_path: Path,
+) -> None:
+    store = str(tmp_path / "store.db")
+    async with spawn("--agent", "agents:react_agent", "--store", store):
+        second = await anyio.to_thread.run_sync(
+            lambda: subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "agent_channel_acp",
+                    "stdio",
+                    "--agent",
+                    "agents:react_agent",
+                    "--store",
+                    store,
+                ],
+                env=agent_env(),
+                cwd=HERE,
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                timeout=GUARD,
+            )
+        )
+    assert second.returncode != 0
+    lines = second.stderr.strip().splitlines()
+    assert len(lines) == 1, second.stderr
+    assert "in use by another running server" in lines[0] and store in lines[0]
+    assert second.stdout == ""
