@@ -172,7 +172,9 @@ def _main(argv: Sequence[str] | None) -> None:
         from ..operator.console import attach_main
 
         sys.exit(attach_main(args.target, observe=args.observe))
+    stderr = sys.stderr
     _, factory, stop_logging = _agent_and_log(args, "stdio", DEMO)
+    # sys.stderr is the log's queue from here
     from ..agent.stdio._process import run_stdio
     from ..agent.stdio._server import AcpServer
 
@@ -184,6 +186,7 @@ def _main(argv: Sequence[str] | None) -> None:
             store = open_store(None if args.store is True else args.store)
         except StoreError as e:
             stop_logging(0.5)
+            sys.stderr = stderr
             fail(f"stdio: {e}")
     server = AcpServer(
         factory,
