@@ -22,6 +22,7 @@ from agent_channel import (
     Conversation,
     SqliteStore,
     StoreError,
+    StoreFailed,
     UserMessage,
     default_store_path,
     fold,
@@ -282,6 +283,8 @@ async def test_d7_a_full_disk_is_reported_and_the_execution_goes_on_in_memory(
         journal.on_failure = told.append
         async with open_channel(journal=journal) as ch:
             ref = ch.ref()
+            events: list[object] = []
+            ref.subscribe(events.append)
             conv = Conversation(ch, [])
             db = store._db  # pyright: ignore[reportPrivateUsage]
             pages = db.execute("PRAGMA page_count").fetchone()[0]
@@ -295,8 +298,11 @@ async def test_d7_a_full_disk_is_reported_and_the_execution_goes_on_in_memory(
             ]
             conv.extend(fold(items).messages)
             ch.checkpoint()
+            await anyio.sleep(0)  # the event is published on the loop, from the failed write
         assert len(told) == 1 and "full" in told[0] and "goes on in memory" in told[0]
         assert journal.failure == told[0]
+        failed = [e for e in events if isinstance(e, StoreFailed)]
+        assert [e.reason for e in failed] == told  # once, whatever failed after
     finally:
         store.close()
 

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from ._events import ModelCallStarted as ModelCallStarted
     from ._events import ModelDelta as ModelDelta
     from ._events import StopReason as StopReason
+    from ._events import StoreFailed as StoreFailed
     from ._events import ToolCallFinished as ToolCallFinished
     from ._events import ToolCallStarted as ToolCallStarted
     from ._events import ToolKind as ToolKind
@@ -166,6 +167,7 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "ModelCallStarted": "_events",
         "ModelDelta": "_events",
         "StopReason": "_events",
+        "StoreFailed": "_events",
         "ToolCallFinished": "_events",
         "ToolCallStarted": "_events",
         "ToolKind": "_events",

@@ -689,6 +689,21 @@ class _Scope:
         return bool(suppressed)
 
 
+def _report_failure(channel: AgentChannel, journal: Journal) -> None:
+    """D7: a store that stops taking writes is published (once), on the channel's loop."""
+    before = journal.on_failure
+
+    def failed(reason: str) -> None:
+        if before is not None:
+            before(reason)
+        from ._events import StoreFailed
+
+        event = StoreFailed(reason=reason)
+        channel._call_on_loop(lambda: channel.publish(event))
+
+    journal.on_failure = failed
+
+
 def _announce_lost(channel: AgentChannel, journal: Journal, restored: Restored) -> None:
     """D6: children running when the process died cannot go on; their parent hears so.
 
@@ -984,6 +999,7 @@ async def open_channel(
     channel = AgentChannel(approver=approver, max_queued=max_queued)
     if journal is not None:
         channel._journal = journal
+        _report_failure(channel, journal)
         restored = journal.restored()
         if restored is not None:
             channel._queue.extend(restored.pending)

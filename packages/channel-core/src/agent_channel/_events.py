@@ -157,6 +157,14 @@ class AwaitingInput(_Event):
     stop_reason: StopReason = "end_turn"
 
 
+class StoreFailed(_Event):
+    """The execution's store stopped taking its writes (a full disk, a broken file): it goes
+    on in memory and will not survive a restart. Published once (see ``docs/durability.md``)."""
+
+    type: Literal["store_failed"] = "store_failed"
+    reason: str
+
+
 class ExecutionFinished(_Event):
     """The execution ended; ``undelivered`` lists items nobody drained."""
 
@@ -254,6 +262,7 @@ ExecutionEvent = Annotated[
     | ToolCallFinished
     | AwaitingInput
     | ExecutionFinished
+    | StoreFailed
     | ChildStarted
     | ChildUpdated
     | ChildSteered

@@ -13,7 +13,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -325,9 +325,8 @@ class SqliteJournal:
         self._id = execution_id
         self._restored = restored
         self._failure: str | None = None
-        self.on_failure: object = None
-        """A callable ``(reason: str) -> None`` told once when writing stops (a producer
-        tells its operators), or ``None``."""
+        self.on_failure: Callable[[str], object] | None = None
+        """Told the reason once when writing stops (the channel publishes it), or ``None``."""
 
     @property
     def id(self) -> str:
@@ -436,7 +435,7 @@ class SqliteJournal:
 
         logging.getLogger("agent_channel").error("%s", self._failure)
         callback = self.on_failure
-        if callable(callback):
+        if callback is not None:
             try:
                 callback(self._failure)
             except Exception:

@@ -10,7 +10,7 @@ another database implements these two protocols and nothing else (``docs/durabil
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -72,6 +72,10 @@ class Journal(Protocol):
     an implementation keeps each call one transaction and never raises for a failed
     write (it records :attr:`failure` and goes on in memory: the agent must not die of
     a full disk)."""
+
+    on_failure: Callable[[str], object] | None
+    """Told the reason once, when writing stops (from the thread whose write failed); the
+    channel sets it to publish :class:`~agent_channel.StoreFailed`."""
 
     @property
     def id(self) -> str: ...

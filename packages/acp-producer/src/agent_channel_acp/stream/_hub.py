@@ -44,6 +44,7 @@ from agent_channel import (
     ModelCallFinished,
     ModelDelta,
     StopReason,
+    StoreFailed,
     ToolCall,
     ToolCallFinished,
     ToolCallStarted,
@@ -323,6 +324,8 @@ class Hub:
             self._changed()
         elif isinstance(ev, ExecutionFinished):
             self._finish(ev)
+        elif isinstance(ev, StoreFailed):  # D7: every operator is told, once
+            self._emit(Live(None, m.chunk_json("text", f"[{ev.reason}]", "store"), keep=True))
         elif isinstance(ev, ChildStarted | ChildUpdated | ChildSteered | ChildEnded):
             self._children.on_event(ev)  # nothing a discovery record keeps: no _changed
 
