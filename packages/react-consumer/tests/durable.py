@@ -84,8 +84,16 @@ def stored(path: Path) -> tuple[ChatMessage, ...]:
         store.close()
 
 
-def well_formed(messages: Sequence[ChatMessage]) -> None:
-    """Every tool call has exactly one result, right after its message; ids are unique."""
+def well_formed(messages: Sequence[ChatMessage], *, in_flight: bool = False) -> None:
+    """Every tool call has exactly one result, right after its message; ids are unique.
+
+    ``in_flight``: a stored conversation of a crashed run may end with the calls it was
+    running (written ahead of them: a restart settles them), and nothing else unanswered.
+    """
+    if in_flight and messages:
+        last = messages[-1]
+        if isinstance(last, ChatMessageAssistant) and last.tool_calls:
+            messages = [*messages[:-1], last.model_copy(update={"tool_calls": ()})]
     ids = Counter(
         c.id for m in messages if isinstance(m, ChatMessageAssistant) for c in m.tool_calls
     )
@@ -113,6 +121,6 @@ def numbers(messages: Sequence[ChatMessage], prefix: str = "msg ") -> list[int]:
     for m in messages:
         if isinstance(m, ChatMessageUser):
             for part in m.text.split("\n\n"):
-                if part.startswith(prefix):
+                if part.startswith(prefix) and part[len(prefix) :].isdigit():
                     out.append(int(part[len(prefix) :]))
     return out

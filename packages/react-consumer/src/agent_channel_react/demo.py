@@ -25,7 +25,8 @@ again, each goes on from its stored conversation (the scripted model reads its p
 from it). ``search``, ``read_notes`` and ``word_count`` are idempotent, so a call of theirs
 in flight runs again; ``write_section`` is not, so its call gets "interrupted by a restart"
 (the task's answer names it among the calls that did not finish). The orchestrator's
-researchers are not restored: its waits on them after a restart say they are unknown.
+researchers are not brought back with it (a restored supervisor has no live children), so
+its calls on them after a restart report failures; its conversation stays well formed.
 """
 
 from __future__ import annotations
