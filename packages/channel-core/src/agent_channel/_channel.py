@@ -357,6 +357,12 @@ class AgentChannel:
         return _Scope(self)
 
     @property
+    def durable(self) -> bool:
+        """True when the execution writes to a store (``open_channel(journal=...)``): a
+        consumer builds the state it passes to :meth:`checkpoint` only then."""
+        return self._journal is not None
+
+    @property
     def restored(self) -> Restored | None:
         """What this execution had when its process ended, if it was opened again from a
         store (``open_channel(journal=...)``): its conversation and the state its consumer
@@ -922,6 +928,7 @@ class _InertChannel(AgentChannel):
     _scope = property(lambda self: None, lambda self, value: None)  # type: ignore[assignment]
     _claimed = property(lambda self: None, lambda self, value: None)  # type: ignore[assignment]
     _supervisor = property(lambda self: None, lambda self, value: None)  # type: ignore[assignment]
+    _journal = property(lambda self: None, lambda self, value: None)  # type: ignore[assignment]
 
     def post(self, item: ChannelItem) -> None:
         if not isinstance(item, ChannelItem):  # pyright: ignore[reportUnnecessaryIsInstance]

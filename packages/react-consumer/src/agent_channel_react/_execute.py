@@ -29,6 +29,8 @@ from agent_channel import (
 from ._tool import Tool, ToolError, ToolOutput, render_result
 
 REJECTED = "rejected by the operator"
+INTERRUPTED = "interrupted by a restart"
+"""The error of a call a crash cut off (D4), when its tool is not idempotent."""
 
 Status = Literal["completed", "failed", "cancelled"]
 
@@ -38,7 +40,7 @@ async def execute_tools(
     message: ChatMessageAssistant,
     tools: Mapping[str, Tool],
     conversation: Sequence[ChatMessage],
-    append: Callable[[ChatMessage], None],
+    append: Callable[[ChatMessageTool], None],
     extra: list[ChatMessage],
     late: list[ChatMessageTool],
 ) -> list[ChatMessageTool]:
@@ -167,3 +169,18 @@ async def _invoke(
     if isinstance(value, ToolOutput):
         return value.content, None, value.messages
     return render_result(value), None, ()
+
+
+def interrupted_result(call_id: str, function: str | None) -> ChatMessageTool:
+    """The result of a call that was in flight when the execution's process died (D4).
+
+    Its tool is not idempotent, so it is not run again: it may or may not have taken
+    effect, and the model reads that it was cut off (as :func:`cancelled_result` tells it
+    of a call an operator stopped).
+    """
+    return ChatMessageTool(
+        tool_call_id=call_id,
+        function=function,
+        content="Tool call interrupted by a restart.",
+        error=INTERRUPTED,
+    )

@@ -78,6 +78,11 @@ class Model(Protocol):
     partial text goes to ``stream`` as it arrives. A cancelled call must
     release what it holds (an HTTP response, say) and let the cancellation
     propagate: the loop keeps nothing from it.
+
+    A model that keeps a position of its own (a scripted one) may also define
+    ``resume(calls: int, messages: Sequence[ChatMessage]) -> None``: the react loop calls
+    it once when it restores a durable run after a crash (D4), with the run's count of
+    model calls so far and its conversation.
     """
 
     @property

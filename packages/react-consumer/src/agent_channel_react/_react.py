@@ -6,14 +6,23 @@ interrupt anywhere in that region surfaces as ``AgentInterrupted``; the loop
 repairs the conversation and waits for the operator (stop-and-wait), unless a
 message came with the interrupt, in which case it carries on at once (as it
 does when no live producer is attached: nobody could answer the wait).
+
+In a durable execution (``open_channel(journal=...)``) the loop checkpoints at
+each boundary (D3): after a drain is folded, after each assistant message (before
+its tool calls run, so a restart knows which were in flight), before each park,
+and at the end. Restored after a crash (D4), it adopts the stored conversation and
+progress, settles the calls that were in flight (an idempotent tool's call runs
+again, any other's gets "interrupted by a restart") and goes on where it was.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
@@ -23,6 +32,7 @@ from agent_channel import (
     Cancel,
     CancelReason,
     ChatMessage,
+    ChatMessageAssistant,
     ChatMessageSystem,
     ChatMessageTool,
     ChatMessageUser,
@@ -43,10 +53,17 @@ from agent_channel import (
     wait_for_message,
 )
 
-from ._execute import execute_tools
+from ._execute import execute_tools, interrupted_result
 from ._model import GenerateConfig, Model, ModelOutput, Stream
-from ._state import AgentState, EndReason
+from ._state import AgentState, EndReason, RunProgress
 from ._tool import Tool, tool
+
+if TYPE_CHECKING:
+    from agent_channel import Restored
+
+_RESUMED: weakref.WeakSet[AgentChannel] = weakref.WeakSet()
+"""Channels whose restored run a loop has taken up: a later run on one starts afresh."""
+_NO_IDS: frozenset[str] = frozenset()
 
 DEFAULT_PROMPT = (
     "You are a capable assistant. Work step by step: say briefly what you are about to do, "
@@ -202,7 +219,9 @@ def _submit_tool(submit: Submit) -> Tool:
         """
         return answer
 
-    t = tool(name=submit.name, description=submit.description, kind="other")(answer)
+    t = tool(name=submit.name, description=submit.description, kind="other", idempotent=True)(
+        answer
+    )
     return dataclasses.replace(t, needs_approval=False)
 
 
@@ -218,6 +237,10 @@ class _Run:
         self.sup = sup
         self.turns = 0
         self.requests = 0  # model calls since the last user message
+        self.submitted = 0  # answers submitted
+        self.durable = False  # checkpoints are written (the channel has a journal, D3)
+        self.parked: StopReason | None = None  # restored: why the run was waiting
+        self.restarted = _NO_IDS  # restored: in-flight calls answered "interrupted" (D4)
         self.held: list[ChatMessage] = []  # tool-added messages waiting for their batch's results
         self.late: list[ChatMessageTool] = []  # results that finished after an unfinished call
         self.call_ids = f"{new_id()}-"  # model call ids: this prefix and the call's number
@@ -237,8 +260,11 @@ class _Run:
     async def loop(self) -> AgentState:
         agent, state, ch = self.agent, self.state, self.ch
         messages = state.messages
-        if agent.system is not None and not (
-            messages and isinstance(messages[0], ChatMessageSystem)
+        restored = self.restore(messages) if ch.durable else None
+        if (
+            restored is None
+            and agent.system is not None
+            and not (messages and isinstance(messages[0], ChatMessageSystem))
         ):
             messages.insert(0, ChatMessageSystem(content=agent.system))
         # The run's one list, shared with the channel (unless the channel already shares
@@ -246,40 +272,66 @@ class _Run:
         # the first model call sees them. Every later change is an append through it.
         self.conversation = Conversation(ch, messages)
         interactive = agent.submit is None
-        if interactive and ch.is_live and not any(isinstance(m, ChatMessageUser) for m in messages):
+        resumed: ChatMessageAssistant | None = None  # a restored turn the loop goes on with
+        if restored is not None:
+            out = state.output
+            if out.end is not None:  # it had ended; only the end went unrecorded
+                ch.stop_reason = out.stop_reason
+                return state
+            resumed = await self.resume(restored)
+        if (
+            resumed is None
+            and interactive
+            and ch.is_live
+            and not any(isinstance(m, ChatMessageUser) for m in messages)
+        ):
+            self.checkpoint("end_turn")
             self.take(await wait_for_message(ch, "end_turn"))
-        submitted = 0
         while True:
-            items = ch.drain()
-            if items:
-                await self.absorb(fold(items))
-            hit = self.limit_hit()
-            if hit is not None:
-                end, detail = hit
-                if end == "max_turn_requests" and interactive and ch.is_live:
-                    self.take(await wait_for_message(ch, "max_turn_requests"))
-                    continue
-                return self.finish_at_limit(end, detail)
+            if resumed is None:
+                items = ch.drain()
+                if items:
+                    await self.absorb(fold(items))
+                self.checkpoint()  # what the drain folded in, with its items taken
+                hit = self.limit_hit()
+                if hit is not None:
+                    end, detail = hit
+                    if end == "max_turn_requests" and interactive and ch.is_live:
+                        self.checkpoint("max_turn_requests")
+                        self.take(await wait_for_message(ch, "max_turn_requests"))
+                        continue
+                    return self.finish_at_limit(end, detail)
             answer: str | None = None
             accepted = False
             try:
                 with ch.scope():
-                    output = await self.generate()
-                    self.append(output.message)
-                    if output.message.tool_calls:
-                        results = await execute_tools(
-                            ch,
-                            output.message,
-                            agent.tools,
-                            messages,
-                            self.append,
-                            self.held,
-                            self.late,
-                        )
-                        self.release_held()
+                    if resumed is None:
+                        output = await self.generate()
+                        message, stop_reason = output.message, output.stop_reason
+                        self.append(message)
+                        # Written ahead of its calls (a restart knows which were in flight)
+                        # and of a park (a restart parks again rather than ask the model).
+                        self.checkpoint()
+                        results: list[ChatMessageTool] = []
+                        if message.tool_calls:
+                            results = await execute_tools(
+                                ch,
+                                message,
+                                agent.tools,
+                                messages,
+                                self.append,
+                                self.held,
+                                self.late,
+                            )
+                            self.release_held()
+                    else:
+                        message, resumed = resumed, None
+                        stop_reason = state.output.stop_reason or "end_turn"
+                        results = await self.rerun(message)
+                    if message.tool_calls:
                         answer = self.submission(results)
                         if answer is not None:
-                            submitted += 1
+                            self.submitted += 1
                             accepted = await self.judge(answer)
             except AgentInterrupted as e:
                 # Let producers act on the cancel (answer their client) before the repair.
@@ -295,8 +347,8 @@ class _Run:
                     return self.finish(
                         "submitted", "the model submitted an answer", "end_turn", answer
                     )
-                if submitted >= agent.attempts.attempts:
-                    detail = f"no accepted answer in {submitted} attempt(s)"
+                if self.submitted >= agent.attempts.attempts:
+                    detail = f"no accepted answer in {self.submitted} attempt(s)"
                     return self.finish("attempts", detail, "end_turn", answer)
             # A ceiling reached by this turn ends the run here, before a park or a
             # drain could take in (or a prompt add) what the run would never answer.
@@ -306,7 +358,7 @@ class _Run:
             if answer is not None:
                 self.append(ChatMessageUser(content=agent.attempts.incorrect_message))
                 continue
-            if output.message.tool_calls:
+            if message.tool_calls:
                 continue
             if self.sup is not None:
                 # Children's announcements are the next input: one that came while the
@@ -315,16 +367,135 @@ class _Run:
                 late = ch.drain()
                 if late or self.sup.running:
                     await self.absorb(
-                        fold(late) if late else await wait_for_message(ch, output.stop_reason)
+                        fold(late) if late else await wait_for_message(ch, stop_reason)
                     )
                     continue
             if not interactive:
                 self.append(ChatMessageUser(content=agent.continue_prompt))
                 continue
             if ch.is_live:
-                self.take(await wait_for_message(ch, output.stop_reason))
+                self.take(await wait_for_message(ch, stop_reason))
                 continue
-            return self.finish("answered", "the model answered", output.stop_reason)
+            return self.finish("answered", "the model answered", stop_reason)
+
+    # -- durability (D3, D4) -------------------------------------------------------
+
+    def checkpoint(self, parked: StopReason | None = None) -> None:
+        """A boundary (D3): the conversation's new messages, the items drained since the
+        last one, and the run's progress, in one transaction. Nothing is built (and
+        nothing written) when the channel has no journal. ``parked``: the run is about to
+        wait for an operator message (a restart waits again)."""
+        if not self.durable:
+            return
+        out = self.state.output
+        progress: dict[str, object] = {
+            "react": 1,
+            "turns": self.turns,
+            "requests": self.requests,
+            "submitted": self.submitted,
+            "parked": parked,
+            "message": None if out.message is None else out.message.id,
+            "output": out.model_dump(mode="json", exclude={"message"}),
+        }
+        self.ch.checkpoint(progress)
+
+    def restore(self, messages: list[ChatMessage]) -> Restored | None:
+        """Take up the run a crash left (D4): its conversation and progress, if the channel
+        was restored and this run keeps the execution's conversation; else ``None``."""
+        ch = self.ch
+        try:
+            ch.share(messages)  # this run's list is the execution's conversation, or
+        except RuntimeError:  # another run's is: that one checkpoints, not this one
+            return None
+        self.durable = True
+        restored = ch.restored
+        if restored is None or ch in _RESUMED or not (restored.messages or restored.state):
+            return None  # new, taken up already, or cut off before its first boundary
+        _RESUMED.add(ch)
+        messages[:] = restored.messages  # the system prompt and the task are among them
+        try:
+            progress = RunProgress.model_validate(restored.state or {})
+        except ValueError:  # another consumer's state: the counts start again
+            progress = RunProgress()
+        self.turns, self.requests = progress.turns, progress.requests
+        self.submitted, self.parked = progress.submitted, progress.parked
+        out = progress.output
+        if progress.message is not None:
+            out.message = next(
+                (
+                    m
+                    for m in reversed(messages)
+                    if isinstance(m, ChatMessageAssistant) and m.id == progress.message
+                ),
+                None,
+            )
+        self.state.output = out
+        resume = getattr(self.agent.model, "resume", None)
+        if callable(resume):  # a model with a position of its own (a scripted one)
+            resume(self.turns, messages)
+        return restored
+
+    async def resume(self, restored: Restored) -> ChatMessageAssistant | None:
+        """Go on where the restored run was. Returns the last assistant message when the
+        loop goes on inside its turn (its calls that were in flight, or what follows an
+        answer: a park, the continue prompt); ``None`` to go on at a boundary.
+
+        A run that was parked parks again (when live, as it would); with ``restored.wait``
+        it parks until an operator message whatever it was doing, and then no call in
+        flight runs again: each gets "interrupted by a restart".
+        """
+        messages = self.state.messages
+        at = next(
+            (
+                i
+                for i in range(len(messages) - 1, -1, -1)
+                if isinstance(messages[i], ChatMessageAssistant)
+            ),
+            None,
+        )
+        cut: list[str] = []
+        if at is not None:
+            message = messages[at]
+            assert isinstance(message, ChatMessageAssistant)
+            answered = {
+                m.tool_call_id for m in messages[at + 1 :] if isinstance(m, ChatMessageTool)
+            }
+            cut = [c.id for c in message.tool_calls if c.id not in answered]
+            if not restored.wait and self.parked is None and (cut or at == len(messages) - 1):
+                return message
+        parked = "end_turn" if restored.wait else self.parked
+        if parked is None:
+            return None
+        if cut:
+            self.restarted = frozenset(cut)
+            self.repair("system")
+        if restored.wait or self.ch.is_live:
+            self.checkpoint(parked)
+            self.take(await wait_for_message(self.ch, parked))
+        return None
+
+    async def rerun(self, message: ChatMessageAssistant) -> list[ChatMessageTool]:
+        """Settle the calls of restored ``message`` that have no result (D4): an idempotent
+        tool's call runs again (events and approval as ever), any other's gets "interrupted
+        by a restart"; results in call order. Returns the message's results."""
+        messages = self.state.messages
+        at = len(messages) - 1
+        while messages[at] is not message:
+            at -= 1
+        answered = {m.tool_call_id for m in messages[at + 1 :] if isinstance(m, ChatMessageTool)}
+        cut = [c for c in message.tool_calls if c.id not in answered]
+        if cut:
+            tools = self.agent.tools
+            again = tuple(c for c in cut if (t := tools.get(c.name)) is not None and t.idempotent)
+            self.restarted = frozenset(c.id for c in cut if c not in again)
+            if again:
+                # Every result goes to ``late``: the repair puts them in call order among
+                # the interrupted ones (or, interrupted again, among the cancelled ones).
+                late = self.late
+                rerun = message.model_copy(update={"tool_calls": again})
+                await execute_tools(self.ch, rerun, tools, messages, late.append, self.held, late)
+            self.repair("system")
+        return [m for m in messages[at + 1 :] if isinstance(m, ChatMessageTool)]
 
     # -- pieces --------------------------------------------------------------------
 
@@ -336,10 +507,13 @@ class _Run:
         """Answer every call the interrupt left unanswered, in call order, then add what
         tools held back. A call that finished after one that did not keeps its real result."""
         late, self.late = self.late, []
+        restarted, self.restarted = self.restarted, _NO_IDS
         for m in repair(self.state.messages, reason):
             real = next((r for r in late if r.tool_call_id == m.tool_call_id), None)
             if real is not None:
                 late.remove(real)
+            elif m.tool_call_id in restarted:  # cut off by a crash, not run again (D4)
+                real = interrupted_result(m.tool_call_id, m.function)
             self.append(real or m)
         self.release_held()
 
@@ -372,6 +546,7 @@ class _Run:
         """
         self.repair((folded.cancel or cancel).reason)
         if not folded.messages and not folded.other and self.ch.is_live:
+            self.checkpoint("cancelled")  # a restart waits again
             folded = await wait_for_message(self.ch, "cancelled")
         self.take(folded)
 
@@ -477,4 +652,5 @@ class _Run:
         out.stop_reason = stop_reason
         out.completion = answer if answer is not None else (out.message.text if out.message else "")
         self.ch.stop_reason = stop_reason
+        self.checkpoint()  # the whole conversation is kept with the ended execution
         return self.state

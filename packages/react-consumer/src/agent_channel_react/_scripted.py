@@ -4,6 +4,11 @@ A script is a list of outputs, used in order, or a function of the
 conversation and tools that returns the next one. A step can take time
 (``delay``) or wait for an ``anyio.Event`` so a test can hold a model call
 open while it interrupts it. Every call's input is recorded in ``calls``.
+
+A durable run restored after a crash (D4) tells its model where it stands
+(:meth:`ScriptedModel.resume`): a list script goes on at the step of the run's next
+model call, and tool call ids go on after the conversation's, so a restarted process
+plays the same script as one that never stopped.
 """
 
 from __future__ import annotations
@@ -159,6 +164,25 @@ class ScriptedModel:
         self._next += 1
         return item
 
+    def resume(self, calls: int, messages: Sequence[ChatMessage]) -> None:
+        """Go on as a model that already made ``calls`` calls of this run, whose
+        conversation is ``messages``: the react loop calls it once when it restores a run
+        (a list script goes on at step ``calls``: a call the crash cut off is played again;
+        ids ``call_N`` go on after the highest in ``messages``).
+
+        The position is the restored run's count of model calls, not one read from the
+        conversation: a conversation can hold assistant messages this model never wrote
+        (a handoff's child sees its parent's; a handoff adds its child's replies), and a
+        call cut off by an interrupt used a step yet left no message.
+        """
+        self._next = calls
+        for m in messages:
+            if isinstance(m, ChatMessageAssistant):
+                for c in m.tool_calls:
+                    n = _CALL_ID.fullmatch(c.id)
+                    if n is not None:
+                        self._ids = max(self._ids, int(n.group(1)))
+
     def _words(self, messages: Sequence[ChatMessage]) -> int:
         """Input "tokens": words of every message. A run sends the same messages again plus a
         few new ones, so the counts of the unchanged prefix are reused (messages are frozen):
@@ -181,6 +205,7 @@ class ScriptedModel:
 
 
 _PIECE = re.compile(r"\S+\s*|\s+")
+_CALL_ID = re.compile(r"call_(\d+)")
 
 
 def _pieces(text: str, words: int = 3) -> list[str]:

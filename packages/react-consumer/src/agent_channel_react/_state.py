@@ -45,3 +45,25 @@ class AgentState(BaseModel):
 
     messages: list[ChatMessage] = Field(default_factory=list[ChatMessage])
     output: AgentOutput = Field(default_factory=AgentOutput)
+
+
+class RunProgress(BaseModel):
+    """What a durable run checkpoints besides its conversation (D3), as plain JSON.
+
+    Written at each boundary by the react loop (``AgentChannel.checkpoint``) and read back
+    when the run is restored (D4); internal, versioned by ``react``.
+    """
+
+    react: Literal[1] = 1
+    turns: int = 0
+    """Model calls in the run (``max_turns`` counts them across restarts)."""
+    requests: int = 0
+    """Model calls since the last user message (``max_turn_requests``)."""
+    submitted: int = 0
+    """Answers submitted (``attempts``)."""
+    parked: StopReason | None = None
+    """Why the run was waiting for an operator message at this boundary, if it was."""
+    message: str | None = None
+    """The id of :attr:`AgentOutput.message` in the conversation (not stored twice)."""
+    output: AgentOutput = Field(default_factory=AgentOutput)
+    """The output so far (usage summed, the end once there is one), without its message."""

@@ -53,6 +53,11 @@ class Tool:
     needs_supervisor: bool = False
     """The tool spawns children (:func:`children_tools`): a loop given it opens the
     execution's supervisor for the run."""
+    idempotent: bool = False
+    """Safe to run twice: running it again gives the same result and does no harm (a
+    lookup, a read, a pure computation). In a durable execution (D4) a call of it that a
+    crash cut off is run again after the restart; any other tool's call gets the result
+    "interrupted by a restart" instead, since it may or may not have taken effect."""
     _validator: type[BaseModel] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -98,6 +103,7 @@ def tool(
     description: str | None = None,
     kind: ToolKind = "other",
     title: str | None = None,
+    idempotent: bool = False,
 ) -> Callable[[ToolFunction], Tool]: ...
 def tool(
     fn: ToolFunction | None = None,
@@ -107,8 +113,13 @@ def tool(
     description: str | None = None,
     kind: ToolKind = "other",
     title: str | None = None,
+    idempotent: bool = False,
 ) -> Tool | Callable[[ToolFunction], Tool]:
-    """Turn a typed async function into a :class:`Tool` (usable bare or with options)."""
+    """Turn a typed async function into a :class:`Tool` (usable bare or with options).
+
+    ``idempotent=True`` declares it safe to run twice (see :attr:`Tool.idempotent`): a call
+    a crash cut off is run again when the execution is restored.
+    """
 
     def wrap(f: ToolFunction) -> Tool:
         if not inspect.iscoroutinefunction(f):
@@ -122,6 +133,7 @@ def tool(
             fn=f,
             kind=kind,
             title=title,
+            idempotent=idempotent,
             _validator=validator,
         )
 

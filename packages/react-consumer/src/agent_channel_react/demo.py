@@ -19,6 +19,14 @@ to lead with (:data:`QUESTION`, ``ask_user`` with two choices), and writes its a
 what their announcements and results said; then it takes operator messages.
 
 Load them by dotted path: ``agent_channel_react.demo:demo``.
+
+All three are resumable in a durable execution (``serve --store``, D4): killed and started
+again, each goes on from its stored conversation (the scripted model reads its position
+from it). ``search``, ``read_notes`` and ``word_count`` are idempotent, so a call of theirs
+in flight runs again; ``write_section`` is not, so its call gets "interrupted by a restart"
+(the task's answer names it among the calls that did not finish). The orchestrator's
+researchers are not brought back with it (a restored supervisor has no live children), so
+its calls on them after a restart report failures; its conversation stays well formed.
 """
 
 from __future__ import annotations
@@ -83,7 +91,7 @@ def tool_seconds() -> float:
         return 1.5
 
 
-@tool(kind="search", title="Searching for {query}")
+@tool(kind="search", title="Searching for {query}", idempotent=True)
 async def search(query: str) -> str:
     """Search the demo knowledge base.
 
@@ -94,7 +102,7 @@ async def search(query: str) -> str:
     return f"3 results for {query!r}: an overview, a how-to and a design note."
 
 
-@tool(kind="read", title="Reading notes on {topic}")
+@tool(kind="read", title="Reading notes on {topic}", idempotent=True)
 async def read_notes(topic: str) -> str:
     """Read the notes kept on a topic.
 
@@ -120,7 +128,7 @@ async def write_section(title: str, text: str) -> str:
     return f"Section {title!r} written ({len(text)} characters)."
 
 
-@tool(kind="think", title="Counting words")
+@tool(kind="think", title="Counting words", idempotent=True)
 async def word_count(text: str) -> int:
     """Count the words of a text.
 
