@@ -25,7 +25,7 @@ from conftest import GUARD, HERE
 from serving import Serving, ctl, ctl_json, env, serving
 
 STORM_KILLS = int(os.environ.get("STORM_KILLS", "20"))
-TOOL_SECONDS = "0.2"  # the demo's steps: short, so kills land in tools and between them
+TOOL_SECONDS = "1.0"  # a step outlasts a verb: messages wait queued when the server dies
 OP = re.compile(r"\bop-\d+-\d+\b")
 
 

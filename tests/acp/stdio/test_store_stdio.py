@@ -30,12 +30,13 @@ async def prompt(agent: Agent, sid: str, text: str) -> str:
 
 
 def said(agent: Agent, sid: str) -> list[str]:
-    """The text of every message chunk the client was sent for ``sid``, in order."""
-    out: list[str] = []
-    for u in agent.rec.updates[sid]:
+    """The text of every message the client was sent for ``sid`` (its chunks joined), in order."""
+    texts: dict[str, str] = {}
+    for i, u in enumerate(agent.rec.updates[sid]):
         if u["sessionUpdate"] in ("user_message_chunk", "agent_message_chunk"):
-            out.append(u["content"].get("text", ""))
-    return out
+            key = u.get("messageId") or f"#{i}"
+            texts[key] = texts.get(key, "") + u["content"].get("text", "")
+    return list(texts.values())
 
 
 def load_params(sid: str) -> dict[str, Any]:

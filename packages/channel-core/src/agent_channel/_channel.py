@@ -534,11 +534,14 @@ class AgentChannel:
 
     def _watch_here(self, callback: Subscriber) -> tuple[ExecutionSnapshot, Callable[[], None]]:
         shared = self._shared
+        with self._lock:
+            queued = tuple(i for i in self._queue if not _isa(Cancel, i))
         snapshot = ExecutionSnapshot(
             messages=tuple(shared) if shared else (),
             turn_state=self.turn_state,
             seq=self._seq,
             closed=self._closed,
+            queued=queued,
         )
         if self._closed:
             return snapshot, _nothing

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._events import TurnState
+    from ._items import ChannelItem
     from ._messages import ChatMessage
 
 
@@ -26,3 +27,6 @@ class ExecutionSnapshot:
     """Events published before this instant: the callback's first event is number ``seq``."""
     closed: bool
     """The execution had finished: no event will follow."""
+    queued: tuple[ChannelItem, ...] = ()
+    """The items waiting for a drain (Cancels left out): those a producer did not post
+    itself, such as an execution's restored from a store, are here to show."""

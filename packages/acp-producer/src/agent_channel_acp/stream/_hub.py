@@ -118,6 +118,7 @@ class Hub:
         self._release_approvals: Callable[[], None] | None = None
         snapshot, self._release = ref.watch(self._on_event_any_thread)
         self.turn_state = snapshot.turn_state
+        self._queue.adopt(snapshot.queued)  # a restored execution's unread messages
         for i, msg in enumerate(snapshot.messages):
             self._appended(MessageAppended(message=msg, index=i))
         if not snapshot.closed:
@@ -171,9 +172,8 @@ class Hub:
         return self.ref.messages() or tuple(self._history)
 
     def describe(self) -> dict[str, object]:
-        """One entry of ``_agent_channel/list`` (A24), checked against the shape the verbs
-        read; returned as a plain dict, which the list's callers (``agent.attach``,
-        ``hosting``) are typed to take."""
+        """One entry of ``_agent_channel/list`` (A24), checked against the verbs' shape; a
+        plain dict, as the list's callers (``agent.attach``, ``hosting``) are typed to take."""
         entry: f.Execution = {
             "id": self.id,
             "title": self.title,

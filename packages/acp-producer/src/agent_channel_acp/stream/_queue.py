@@ -63,6 +63,15 @@ class OperatorQueue:
             raise
         return item.id
 
+    def adopt(self, items: Sequence[ChannelItem]) -> None:
+        """Show operator messages the channel holds that were posted before this queue
+        existed (an execution restored from its store: their sender is not known)."""
+        for item in items:
+            if isinstance(item, UserMessage) and item.source == "operator":
+                self.items.setdefault(
+                    item.id, Queued(item.id, item.text[:QUEUE_TEXT], "", time.time())
+                )
+
     def withdraw(self, message_id: str) -> bool:
         """Take a message back if no boundary has folded it in; whether it was."""
         if message_id not in self.items or not self._ref.withdraw(message_id):

@@ -154,7 +154,8 @@ class AcpServer:
         return NewSessionResponse(session_id=session.id)
 
     async def _start(self, session_id: str, cwd: str, journal: Journal | None) -> Session:
-        """A session's execution started (new, or restored from the store's ``journal``)."""
+        """A session's execution started (new, or restored from the store's ``journal``:
+        then for ``session/load``/``resume``, whose replay goes before their answer)."""
         if self._conn is None or self._transport is None:
             raise RuntimeError("serve an AcpServer with serve() or serve_stdio()")
         try:
@@ -177,7 +178,7 @@ class AcpServer:
         )
         self._sessions[session.id] = session
         try:
-            await session.start()
+            await session.start(hold=journal is None or journal.restored() is None)
         except NotRunnable as e:
             self._sessions.pop(session.id, None)
             log.error("the agent factory did not return a runnable body: %s", e)

@@ -144,12 +144,13 @@ class Session:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, hold: bool = True) -> None:
         """Start the execution; return once it runs. Raises :class:`NotRunnable`.
 
-        Called by ``session/new``: nothing is written before its response (S2)."""
+        Called by ``session/new``: nothing is written before its response (S2). A session
+        restored for ``session/load`` (``hold=False``) writes its replay before the answer."""
         task = asyncio.current_task()
-        if task is not None:
+        if task is not None and hold:
             self._binding.hold_until(task)
         self._run_task = asyncio.create_task(self._run(), name=f"acp-exec-{self.id}")
         await self._ready.wait()
@@ -195,6 +196,8 @@ class Session:
         hub = self._hub = StdioHub(
             self, self.id, ref, approve=self._approve, context_window=self._context_window
         )
+        if (restored := ch.restored) is not None:
+            hub.restored = frozenset(m.id for m in restored.messages)
         hub.bind(self._binding, driver=True)
         self._ready.set()
 

@@ -27,6 +27,7 @@ from acp.schema import PermissionOption, ToolCallUpdate
 from acp.utils import serialize_params
 from agent_channel import (
     AgentRef,
+    ChatMessageAssistant,
     ChatMessageSystem,
     ChatMessageUser,
     ExecutionEvent,
@@ -81,10 +82,21 @@ class StdioHub(Hub):
         super()._on_event(ev)
         self._prompts.observe(ev)
 
+    restored: frozenset[str] = frozenset()
+    """The ids of a restored conversation's messages (``stdio --store``): the consumer
+    announces them as it adopts them, but the client gets them from ``session/load``'s
+    replay (S13), once, or not at all from ``session/resume``."""
+
     def _show_input(self, msg: ChatMessageUser | ChatMessageSystem) -> None:
+        if msg.id in self.restored:
+            return
         if isinstance(msg, ChatMessageUser) and self._prompts.echo(msg):
             for chunk in m.user_chunks(msg):
                 self._emit(Live(None, serialize_params(chunk), len(msg.text)))
+
+    def _whole(self, msg: ChatMessageAssistant) -> None:
+        if msg.id not in self.restored:
+            super()._whole(msg)
 
     def _model_cancelled(self, ev: ModelCallFinished) -> None:
         pass  # the prompt's answer says it
