@@ -22,17 +22,18 @@ from typing import Any
 
 import pytest
 from conftest import GUARD, HERE
-from serving import Serving, ctl, ctl_json, env, serving
+from serving import Serving, ctl, ctl_json, env, executions, messages, serving, wait_for
 
 STORM_KILLS = int(os.environ.get("STORM_KILLS", "20"))
 TOOL_SECONDS = "1.0"  # a step outlasts a verb: messages wait queued when the server dies
 OP = re.compile(r"\bop-\d+-\d+\b")
 
 
-def _serve(rt: Path, store: Path, *more: str) -> Any:
+def _serve(rt: Path, store: Path, *more: str, demo: str | None = None) -> Any:
     return serving(
         rt,
         "--demo",
+        *([demo] if demo else []),
         "--store",
         str(store),
         *more,
@@ -102,7 +103,18 @@ def _storm(tmp_path: Path, kills: int) -> None:
             assert now == ids, f"restart {k}: the executions did not keep their ids"
             for e in ids:
                 _check(rt, e, acked[e], sent, f"after restart {k}")
-            if k == kills:
+            if k == kills:  # and they go on: a last message is read and answered
+                last = f"op-{k}-last"
+                for e in ids:
+                    assert ctl(rt, "send", e, last).returncode == 0
+                    wait_for(
+                        lambda e=e, last=last: any(
+                            last in m.get("text", "")
+                            for m in messages(rt, e, every=True)
+                            if m["role"] == "user"
+                        ),
+                        f"{e} reads its last message",
+                    )
                 return
             for _ in range(rng.randrange(0, 4)):
                 e = rng.choice(ids)
@@ -209,3 +221,29 @@ def test_d8_serve_on_a_held_or_damaged_store_exits_with_one_line(tmp_path: Path)
     (line,) = third.stderr.strip().splitlines()
     assert str(bad) in line and ("damaged" in line or "not a readable store" in line)
     assert bad.read_bytes() == before
+
+
+def test_d6_children_running_when_serve_dies_are_announced_lost_to_their_parent(
+    tmp_path: Path,
+) -> None:
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    store = tmp_path / "store.db"
+    with _serve(rt, store, demo="orchestrator") as s:
+        (e,) = s.ids(1)
+        wait_for(lambda: len(executions(rt)[0].get("children", [])) == 3, "three children")
+        running = {c["name"] for c in executions(rt)[0]["children"] if c["status"] != "ended"}
+        _kill(s)
+    with _serve(rt, store, demo="orchestrator") as s:
+        assert s.ids(1) == [e]
+
+        def announced() -> set[str]:
+            found: set[str] = set()
+            for m in messages(rt, e, every=True, full=True):  # whole texts: several in one
+                text = m["content"] if isinstance(m["content"], str) else ""
+                if m["role"] == "user" and "lost in a restart" in text:
+                    found |= set(re.findall(r"Child (\S+) \(id", text))
+            return found
+
+        wait_for(lambda: running <= announced(), f"each of {running} announced lost")
+        _check(rt, e, [], set(), "after the restart")
