@@ -107,6 +107,17 @@ class AgentChannel:
     def __init__(self, *, approver: Approver | None = None, max_queued: int = MAX_QUEUED) -> None:
         if type(max_queued) is not int or max_queued < 1:
             raise ValueError(f"max_queued must be an int of at least 1, not {max_queued!r}")
+        self._init(approver, max_queued, LoopHandle())
+
+    @classmethod
+    def _on_loop(cls, loop: LoopHandle) -> AgentChannel:
+        """A channel on a loop another channel captured already (a child's, on its parent's
+        loop): capturing it again costs more than the rest of the channel."""
+        channel = cls.__new__(cls)
+        channel._init(None, MAX_QUEUED, loop)
+        return channel
+
+    def _init(self, approver: Approver | None, max_queued: int, loop: LoopHandle) -> None:
         self._max_queued = max_queued
         self._queue: deque[ChannelItem] = deque()
         self._lock = threading.Lock()  # every change to the queue, so withdraw/close are atomic
@@ -119,8 +130,8 @@ class AgentChannel:
         self._owner: object | None = None
         self._closed = False
         self._live = 0
-        self._loop = LoopHandle()
-        self._task = self._loop.current_task
+        self._loop = loop
+        self._task = loop.current_task
         self._thread = threading.get_ident()
         self._approver = approver
         self._routed: tuple[Approver, ...] = ()
@@ -877,14 +888,29 @@ async def open_channel(
     On exit the channel closes and publishes :class:`ExecutionFinished`. At most
     ``max_queued`` items wait undrained (see :meth:`AgentChannel.post`).
     """
-    channel = AgentChannel(approver=approver, max_queued=max_queued)
-    token = _current.set(channel)
-    error: BaseException | None = None
-    try:
+    with _Execution(AgentChannel(approver=approver, max_queued=max_queued)) as channel:
         yield channel
-    except BaseException as e:
-        error = e
-        raise
-    finally:
-        _current.reset(token)
-        channel._close(error)
+
+
+class _Execution:
+    """What :func:`open_channel` does around its block, as a plain context manager: the
+    channel ambient inside, closed on the way out (with the error that ended it). A
+    supervisor enters one in each child's task, where an async generator would cost more."""
+
+    __slots__ = ("_channel", "_token")
+
+    def __init__(self, channel: AgentChannel) -> None:
+        self._channel = channel
+
+    def __enter__(self) -> AgentChannel:
+        self._token = _current.set(self._channel)
+        return self._channel
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        _current.reset(self._token)
+        self._channel._close(exc)
