@@ -43,6 +43,7 @@ otherwise: past it ``post`` raises :class:`ChannelFull` and an interrupt adds no
 # Field-less events are immutable: one shared instance each, built when first published.
 _turn_started_event: TurnStarted | None = None
 _turn_ended_event: TurnEnded | None = None
+_turn_cancelled_event: TurnEnded | None = None  # TurnEnded(error="cancelled")
 
 
 def _turn_started() -> TurnStarted:
@@ -641,10 +642,13 @@ class _Scope:
 
 
 def _ended_by(exc: BaseException) -> TurnEnded:
+    global _turn_cancelled_event
     from ._events import TurnEnded
 
     if isinstance(exc, anyio.get_cancelled_exc_class()):
-        return TurnEnded(error="cancelled")
+        if _turn_cancelled_event is None:  # immutable, so shared, as TurnEnded() is
+            _turn_cancelled_event = TurnEnded(error="cancelled")
+        return _turn_cancelled_event
     return TurnEnded(error=describe(exc))
 
 

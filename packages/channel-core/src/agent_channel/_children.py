@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
+from ._events import ChildInfo
 from ._items import ChildEnd, LimitName, Steer, bounded
 from ._messages import ToolCall
 from ._trusted import trusted
 
 if TYPE_CHECKING:
     from ._channel import AgentChannel, AgentRef
-    from ._events import ChildInfo, ChildStatus, Usage
+    from ._events import ChildStatus, Usage
     from ._loop import CancelScopeLike
     from ._messages import ChatMessage
     from ._supervisor import Supervisor
@@ -248,14 +249,12 @@ class Child:
         self.ref: AgentRef | None = None  # the child's channel, while it is open
         self.final: tuple[ChatMessage, ...] = ()  # its conversation as it ended
         self.steers: dict[str, Steering] = {}  # by steer id: those not resolved yet
-        self.pending: list[Steering] = []  # steered before its channel opened
+        self.pending: tuple[Steering, ...] = ()  # steered before its channel opened (rare)
         self.sub: Supervisor | None = None  # the child's own supervisor, while it runs
         self.below: tuple[ChildInfo, ...] = ()  # its descendants as they were when it ended
 
     def info(self) -> ChildInfo:
         """The registry row as of now (built from the record's own values: not validated)."""
-        from ._events import ChildInfo
-
         result, omitted = bounded(self.result) if self.result is not None else (None, 0)
         return trusted(
             ChildInfo,

@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from functools import partial
+from os import urandom
 from typing import TYPE_CHECKING
 
 import anyio
@@ -35,13 +36,20 @@ from ._events import (
     ChildStarted,
     ChildSteered,
     ChildUpdated,
+    ExecutionFinished,
     ItemsDrained,
+    MessageAppended,
     ModelCallFinished,
+    ModelCallStarted,
+    ModelDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnCancelled,
+    TurnEnded,
     TurnStarted,
     Usage,
 )
 from ._items import RESULT_CHARS, Announce, Steer, UserMessage, bounded
-from ._messages import new_id
 from ._trusted import trusted
 
 if TYPE_CHECKING:
@@ -50,7 +58,7 @@ if TYPE_CHECKING:
     from ._channel import AgentRef
     from ._content import Content
     from ._events import ExecutionEvent
-    from ._loop import CancelScopeLike
+    from ._loop import CancelScopeLike, EventLike
     from ._messages import ChatMessage
 
 MAX_RUNNING = 8
@@ -63,9 +71,29 @@ MAX_DEPTH = 2
 _FORWARDED = (ChildStarted, ChildUpdated, ChildSteered, ChildEnded)
 """A descendant's events, passed up so the top-level channel shows the whole tree."""
 
+_UNWATCHED = frozenset(
+    {
+        TurnEnded,
+        TurnCancelled,
+        MessageAppended,
+        ModelCallStarted,
+        ModelDelta,
+        ToolCallStarted,
+        ToolCallFinished,
+        ExecutionFinished,
+    }
+)
+"""A child's events that only mark its activity (exact types; a subclass takes the long way)."""
+
 _UNREAD = "the child ended before reading it"
 
 _zero: list[Usage] = []  # one shared Usage() (frozen), built at the first spawn
+
+
+def _two_ids() -> tuple[str, str]:
+    """A child's id and its Announce's, as :func:`new_id` makes them, from one system call."""
+    digits = urandom(16).hex()
+    return digits[:16], digits[16:]
 
 
 def _no_usage() -> Usage:
@@ -116,7 +144,7 @@ class Supervisor:
         self._children: dict[str, Child] = {}
         self._running = 0
         self._closed = False
-        self._ended: anyio.Event | None = None  # set when a child ends (for wait())
+        self._ended: EventLike | None = None  # set when a child ends (for wait())
         self._owner = owner
         self.depth = depth
         """Levels below the top-level execution (0 at the top)."""
@@ -168,7 +196,7 @@ class Supervisor:
                     f"this execution has already spawned {len(self._children)} children, "
                     "its limit in all; no more can start"
                 )
-            child_id = new_id()
+            child_id, announce_id = _two_ids()
             child = Child(
                 child_id,
                 name or f"child-{len(self._children) + 1}",
@@ -181,6 +209,7 @@ class Supervisor:
                 usage=_no_usage(),
                 scope=self._channel._loop.cancel_scope(),
             )
+            child.announce_id = announce_id  # withdrawable once it is posted, at its end
             self._children[child_id] = child
             self._running += 1
             info = child.info() if self._channel.observed else None
@@ -206,7 +235,7 @@ class Supervisor:
             else:
                 child.steers[steering.id] = steering
                 if child.ref is None:  # its task has not opened its channel yet
-                    child.pending.append(steering)
+                    child.pending = (*child.pending, steering)
                     why = None
                 else:
                     why = _post_steer(child, steering)
@@ -274,7 +303,7 @@ class Supervisor:
                     if c.end is not None:
                         return c.info()
                 if self._ended is None:
-                    self._ended = anyio.Event()
+                    self._ended = self._channel._loop.event()
                 ended = self._ended
             await ended.wait()
 
@@ -297,10 +326,11 @@ class Supervisor:
         """The child's task: its scope, its channel, its own supervisor, its body.
 
         Plain context managers, not ``open_channel`` and an async ``_supervise``: each
-        async generator, task group and closure is time and objects on every spawn.
+        async generator, task group and closure is time and objects on every spawn. The
+        child has ended when its body is over and its own children have ended: that is
+        reported at once; closing its channel and leaving its scope, which nobody else
+        sees, come after.
         """
-        result: str | None = None
-        error: Exception | None = None
         scope, body = child.scope, child.body
         assert scope is not None and body is not None  # dropped only once it has ended
         try:
@@ -308,22 +338,31 @@ class Supervisor:
                 if child.limits.seconds is not None:
                     scope.deadline = anyio.current_time() + child.limits.seconds
                 with _Execution(AgentChannel._on_loop(self._channel._loop)) as ch:
-                    ch._subscribers = (_Watcher(self, child, ch),)  # a fresh channel: the first
+                    watcher = _Watcher(self, child, ch)
+                    ch._subscribers = (watcher,)  # a fresh channel: the first subscriber
                     ch._routed = (ChildApprover(self._channel, child, ch),)  # K9
                     ref = ch.ref()
                     sub = self._below(ch, child)
                     self._attach(child, ref, sub)
                     try:
                         out = await body(child.input)
-                    finally:
-                        await sub._close()
-                    result = "" if out is None else str(out)
-        except Exception as e:  # the child failed: its parent hears it, and goes on
-            error = e
-        except BaseException:  # cancelled from outside (the execution is ending), or worse
-            self._finish(child, None, None, outer=True)
+                    except BaseException as e:
+                        if sub._close():  # its children's ends still come up through it
+                            await sub._wait_all()
+                        watcher.leave()
+                        self._finish(child, None, e)
+                        raise
+                    if sub._close():
+                        await sub._wait_all()
+                    watcher.leave()
+                    self._finish(child, "" if out is None else str(out), None)
+        except Exception as e:  # the child failed (recorded already): its parent goes on
+            if child.end is None:  # its setup failed: it ends now
+                self._finish(child, None, e)
+        except BaseException as e:  # cancelled from outside (the execution is ending), or worse
+            if child.end is None:
+                self._finish(child, None, e)
             raise
-        self._finish(child, result, error, outer=False)
 
     def _below(self, channel: AgentChannel, child: Child) -> Supervisor:
         """The child's own supervisor, one level deeper, with the same caps. Its children
@@ -343,21 +382,27 @@ class Supervisor:
         channel._supervisor = sub
         return sub
 
-    async def _close(self) -> None:
-        """A child's supervisor as its child ends: no more spawns, every child still running
-        ends (``parent_ended``), and its child's end waits for theirs, as leaving a task group
-        of its own would. Without children running it returns without a checkpoint."""
+    def _close(self) -> bool:
+        """A child's supervisor as its child ends: no more spawns, and every child still
+        running ends (``parent_ended``). ``True`` if some still run: its child's end waits
+        for theirs (:meth:`_wait_all`), as leaving a task group of its own would; without
+        any it costs no checkpoint."""
         self._end_all()
+        if self._running:
+            return True
+        self._channel._supervisor = None  # (the channel and its supervisor: no cycle left)
+        return False
+
+    async def _wait_all(self) -> None:
+        """Until every child of this (closed) supervisor has ended; not cancellable."""
         try:
-            if not self._running:
-                return
             with anyio.CancelScope(shield=True):  # the child may be ending by a cancel
                 while True:
                     with self._lock:
                         if not self._running:
                             return
                         if self._ended is None:
-                            self._ended = anyio.Event()
+                            self._ended = self._channel._loop.event()
                         ended = self._ended
                     await ended.wait()
         finally:
@@ -368,7 +413,7 @@ class Supervisor:
         failed: list[tuple[Steering, str]] = []
         with self._lock:
             child.ref, child.sub = ref, sub
-            pending, child.pending = child.pending, []
+            pending, child.pending = child.pending, ()
             for steering in pending:
                 why = _post_steer(child, steering)
                 if why is not None:
@@ -388,6 +433,8 @@ class Supervisor:
         changed = False
         with self._lock:
             child.last_activity = time.time()
+            if kind in _UNWATCHED:  # most events: skip the isinstance chain (ABC checks)
+                return
             if isinstance(event, ItemsDrained):
                 for item in event.items:
                     if type(item) is Steer:
@@ -423,25 +470,34 @@ class Supervisor:
         if info is not None:
             self._channel.publish(trusted(ChildUpdated, {"type": "child_updated", "child": info}))
 
-    def _finish(
-        self, child: Child, result: str | None, error: Exception | None, *, outer: bool
-    ) -> None:
-        """The child's task is over: record how, free its slot, announce it to the parent."""
+    def _finish(self, child: Child, result: str | None, error: BaseException | None) -> None:
+        """The child's body is over (returned ``result`` or raised ``error``) and so are its
+        own children: record how it ended, free its slot, announce it to the parent.
+
+        How: the cause set before its scope was cancelled (a kill, a limit, the parent's
+        end); else its own deadline, if a cancellation ended it and its scope was
+        cancelled; else any other cancellation came from outside (its parent's execution
+        is ending); else it failed, or completed.
+        """
         sub = child.sub
-        below = tuple(sub._tree()) if sub is not None else ()  # its tree, final now
+        below = tuple(sub._tree()) if sub is not None and sub._children else ()  # final now
         with self._lock:
             child.sub, child.below = None, below  # nothing of its execution stays reachable
             scope = child.scope
             if child.cause is not None:
                 end, reason, limit = child.cause
-            elif scope is not None and scope.cancelled_caught:  # its own deadline
-                end, reason, limit = "limit", f"{child.limits.seconds:g} s", "time"
-            elif outer:
-                end, reason, limit = "parent_ended", None, None
-            elif error is not None:
-                end, reason, limit = "failed", describe(error), None
-            else:
+            elif error is None:
                 end, reason, limit = "completed", None, None
+            elif isinstance(error, Exception):
+                end, reason, limit = "failed", describe(error), None
+            elif (
+                scope is not None
+                and scope.cancel_called
+                and isinstance(error, anyio.get_cancelled_exc_class())
+            ):
+                end, reason, limit = "limit", f"{child.limits.seconds:g} s", "time"
+            else:
+                end, reason, limit = "parent_ended", None, None
             child.end, child.reason, child.limit = end, reason, limit
             child.status = "ended"
             child.result = result or ""
@@ -449,12 +505,12 @@ class Supervisor:
             child.scope = child.body = None
             child.input = bounded(child.input)[0]
             if child.ref is not None:
-                child.final = child.ref.messages()
-                child.ref = None  # the channel is closed: let it go
-            # Not drained: still queued when its channel closed, or never posted.
+                child.final = child.ref.messages()  # its body is over: nothing appends now
+                child.ref = None  # no steer reaches its channel now: let it go
+            # Not drained (its body, their one consumer, is over): queued, or never posted.
             unread = list(child.steers.values())
             child.steers.clear()
-            child.pending.clear()
+            child.pending = ()
             self._running -= 1
             ended, self._ended = self._ended, None
             text, omitted = bounded(child.result)
@@ -462,7 +518,7 @@ class Supervisor:
                 Announce,
                 {
                     "type": "announce",
-                    "id": new_id(),
+                    "id": child.announce_id,
                     "child_id": child.id,
                     "name": child.name,
                     "status": end,
@@ -472,7 +528,6 @@ class Supervisor:
                     "limit": limit,
                 },
             )
-            child.announce_id = announce.id
             info = child.info() if self._channel.observed else None
         for steering in unread:
             self._resolved(steering, None, _UNREAD)
@@ -569,6 +624,20 @@ class _Watcher:
 
     def __call__(self, event: ExecutionEvent) -> None:
         self._sup._on_event(self._child, self._channel, event)
+
+    def leave(self) -> None:
+        """The child's body and children are over: what its channel publishes now (its
+        close) is nothing to watch, and need not even be built for the supervisor; no call
+        is left to approve. Both referred to the channel, which refers to them: left in
+        place, that cycle would keep the channel, its task and its context for the GC."""
+        ch = self._channel
+        subscribers, routed = ch._subscribers, ch._routed
+        ch._subscribers = (
+            () if subscribers == (self,) else tuple(s for s in subscribers if s is not self)
+        )
+        ch._routed = (
+            () if len(routed) == 1 else tuple(r for r in routed if type(r) is not ChildApprover)
+        )
 
 
 def _post_steer(child: Child, steering: Steering) -> str | None:
