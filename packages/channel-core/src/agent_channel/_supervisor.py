@@ -349,13 +349,13 @@ class Supervisor:
                     except BaseException as e:
                         if sub._close():  # its children's ends still come up through it
                             await sub._wait_all()
-                        watcher.leave()
                         self._finish(child, None, e)
+                        watcher.leave()
                         raise
                     if sub._close():
                         await sub._wait_all()
-                    watcher.leave()
                     self._finish(child, "" if out is None else str(out), None)
+                    watcher.leave()
         except Exception as e:  # the child failed (recorded already): its parent goes on
             if child.end is None:  # its setup failed: it ends now
                 self._finish(child, None, e)
@@ -387,7 +387,10 @@ class Supervisor:
         running ends (``parent_ended``). ``True`` if some still run: its child's end waits
         for theirs (:meth:`_wait_all`), as leaving a task group of its own would; without
         any it costs no checkpoint."""
-        self._end_all()
+        if self._children:
+            self._end_all()
+        else:  # it never spawned: nothing to end
+            self._closed = True
         if self._running:
             return True
         self._channel._supervisor = None  # (the channel and its supervisor: no cycle left)
