@@ -494,8 +494,9 @@ class Supervisor:
             elif isinstance(error, Exception):
                 end, reason, limit = "failed", describe(error), None
             elif (
-                scope is not None
-                and scope.cancel_called
+                child.limits.seconds is not None
+                and scope is not None
+                and scope.cancel_called  # by its deadline: every other cancel sets a cause
                 and isinstance(error, anyio.get_cancelled_exc_class())
             ):
                 end, reason, limit = "limit", f"{child.limits.seconds:g} s", "time"
