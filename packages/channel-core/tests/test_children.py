@@ -5,6 +5,8 @@ The hammers (K2, K3, K7) are in test_children_hammers.py.
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Callable
 
 import anyio
@@ -360,6 +362,32 @@ async def test_k5_an_announce_is_queued_even_past_the_channels_bound() -> None:
 # -- K6 registry ------------------------------------------------------------------------
 
 
+async def test_k6_an_ended_child_keeps_its_row_and_frees_its_execution_without_the_gc() -> None:
+    """The registry keeps up to ``max_total`` rows: an ended child's channel, supervisor and
+    scope must go by reference counting alone (no cycle left for the GC to find)."""
+    channels: list[weakref.ref[AgentChannel]] = []
+
+    async def body(_: str) -> str:
+        ch = agent_channel()
+        channels.append(weakref.ref(ch))
+        ch.drain()
+        with ch.scope():
+            await anyio.lowlevel.checkpoint()
+        return "done"
+
+    gc.disable()
+    try:
+        async with open_channel(), open_supervisor() as sup:
+            for _ in range(3):
+                await sup.wait(sup.spawn(body))
+            for _ in range(3):  # the tasks finish and their task group lets them go
+                await anyio.lowlevel.checkpoint()
+            assert [c() for c in channels] == [None, None, None]
+            assert [r.result for r in sup.children()] == ["done"] * 3
+    finally:
+        gc.enable()
+
+
 async def test_k6_the_registry_lists_status_turns_activity_and_reads_a_childs_tail() -> None:
     async with open_channel(), open_supervisor() as sup:
         parked = anyio.Event()
@@ -576,6 +604,50 @@ async def test_k13_children_nest_to_the_depth_limit_and_no_further() -> None:
         ]
         tree = parent.ref().children.list()
         assert [(c.depth, c.end) for c in tree] == [(1, "completed"), (2, "completed")]
+
+
+@pytest.mark.parametrize("how", ["killed", "completed", "failed"])
+async def test_k13_a_childs_own_children_end_before_it_however_it_ends(how: str) -> None:
+    """A child's supervisor opens no task group of its own (its children start in the top
+    level's), yet as a task group would, it ends its children and waits for them before the
+    child ends: their ChildEnded come first, and its row carries their final tree."""
+    events: list[ExecutionEvent] = []
+    started = anyio.Event()
+
+    async def grand(_: str) -> None:
+        with agent_channel().scope():
+            started.set()
+            await anyio.sleep_forever()
+
+    async def child(_: str) -> str:
+        inner = agent_supervisor()
+        assert inner is not None
+        inner.spawn(grand, name="g1")
+        inner.spawn(grand, name="g2")
+        await started.wait()
+        if how == "failed":
+            raise ValueError("boom")
+        if how == "killed":
+            await anyio.sleep_forever()
+        return "done"
+
+    async with open_channel() as parent, open_supervisor() as sup:
+        parent.ref().subscribe(events.append)
+        c = sup.spawn(child, name="c")
+        await started.wait()
+        if how == "killed":
+            assert sup.kill(c)
+        row = await sup.wait(c)
+        assert row.end == how
+        ends = [(e.child.name, e.child.end) for e in events if isinstance(e, ChildEnded)]
+        assert sorted(ends[:2]) == [("g1", "parent_ended"), ("g2", "parent_ended")]
+        assert ends[2:] == [("c", how)]
+        tree = parent.ref().children.list()
+        assert [(r.name, r.status) for r in tree] == [
+            ("c", "ended"),
+            ("g1", "ended"),
+            ("g2", "ended"),
+        ]
 
 
 # -- K9 approvals bind children ---------------------------------------------------------

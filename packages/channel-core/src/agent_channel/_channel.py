@@ -44,6 +44,7 @@ otherwise: past it ``post`` raises :class:`ChannelFull` and an interrupt adds no
 # Field-less events are immutable: one shared instance each, built when first published.
 _turn_started_event: TurnStarted | None = None
 _turn_ended_event: TurnEnded | None = None
+_turn_cancelled_event: TurnEnded | None = None  # TurnEnded(error="cancelled")
 
 
 def _turn_started() -> TurnStarted:
@@ -111,6 +112,17 @@ class AgentChannel:
     def __init__(self, *, approver: Approver | None = None, max_queued: int = MAX_QUEUED) -> None:
         if type(max_queued) is not int or max_queued < 1:
             raise ValueError(f"max_queued must be an int of at least 1, not {max_queued!r}")
+        self._init(approver, max_queued, LoopHandle())
+
+    @classmethod
+    def _on_loop(cls, loop: LoopHandle) -> AgentChannel:
+        """A channel on a loop another channel captured already (a child's, on its parent's
+        loop): capturing it again costs more than the rest of the channel."""
+        channel = cls.__new__(cls)
+        channel._init(None, MAX_QUEUED, loop)
+        return channel
+
+    def _init(self, approver: Approver | None, max_queued: int, loop: LoopHandle) -> None:
         self._max_queued = max_queued
         self._queue: deque[ChannelItem] = deque()
         self._lock = threading.Lock()  # every change to the queue, so withdraw/close are atomic
@@ -123,8 +135,8 @@ class AgentChannel:
         self._owner: object | None = None
         self._closed = False
         self._live = 0
-        self._loop = LoopHandle()
-        self._task = self._loop.current_task
+        self._loop = loop
+        self._task = loop.current_task
         self._thread = threading.get_ident()
         self._approver = approver
         self._routed: tuple[Approver, ...] = ()
@@ -748,10 +760,13 @@ def _adopted(shared: list[ChatMessage], restored: Restored | None) -> bool:
 
 
 def _ended_by(exc: BaseException) -> TurnEnded:
+    global _turn_cancelled_event
     from ._events import TurnEnded
 
     if isinstance(exc, anyio.get_cancelled_exc_class()):
-        return TurnEnded(error="cancelled")
+        if _turn_cancelled_event is None:  # immutable, so shared, as TurnEnded() is
+            _turn_cancelled_event = TurnEnded(error="cancelled")
+        return _turn_cancelled_event
     return TurnEnded(error=describe(exc))
 
 
@@ -1015,13 +1030,29 @@ async def open_channel(
             channel._queue.extend(restored.pending)
             channel._committed = -len(restored.messages)  # checked at the first checkpoint
             _announce_lost(channel, journal, restored)
-    token = _current.set(channel)
-    error: BaseException | None = None
-    try:
+    with _Execution(channel):
         yield channel
-    except BaseException as e:
-        error = e
-        raise
-    finally:
-        _current.reset(token)
-        channel._close(error)
+
+
+class _Execution:
+    """What :func:`open_channel` does around its block, as a plain context manager: the
+    channel ambient inside, closed on the way out (with the error that ended it). A
+    supervisor enters one in each child's task, where an async generator would cost more."""
+
+    __slots__ = ("_channel", "_token")
+
+    def __init__(self, channel: AgentChannel) -> None:
+        self._channel = channel
+
+    def __enter__(self) -> AgentChannel:
+        self._token = _current.set(self._channel)
+        return self._channel
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        _current.reset(self._token)
+        self._channel._close(exc)

@@ -15,12 +15,15 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
+from ._events import ChildInfo
 from ._items import ChildEnd, LimitName, Steer, bounded
 from ._messages import ToolCall
+from ._trusted import trusted
 
 if TYPE_CHECKING:
-    from ._channel import AgentChannel, AgentRef, Approver
-    from ._events import ChildInfo, ChildStatus, Usage
+    from ._channel import AgentChannel, AgentRef
+    from ._events import ChildStatus, Usage
+    from ._loop import CancelScopeLike
     from ._messages import ChatMessage
     from ._supervisor import Supervisor
 
@@ -76,22 +79,29 @@ class ChildToolCall(ToolCall):
     call_id: str
 
 
-def bind_approvals(parent: AgentChannel, child: Child, own: AgentChannel) -> Approver:
+class ChildApprover:
     """The approver a supervisor routes onto a child's channel (K9).
 
     Asks the approver the child's own code set (if any), then the parent's, read at each
     call so a route a producer adds later holds too: a child's call needs every approval its
-    parent's would, and the question reaching the top names the child.
+    parent's would, and the question reaching the top names the child. One object, not a
+    closure: a child is spawned often, and each closure is several objects for the GC.
     """
 
-    async def approve(call: ToolCall) -> bool:
-        mine = own._approver  # pyright: ignore[reportPrivateUsage] (the opener's, not this)
+    __slots__ = ("_child", "_own", "_parent")
+
+    def __init__(self, parent: AgentChannel, child: Child, own: AgentChannel) -> None:
+        self._parent, self._child, self._own = parent, child, own
+
+    async def __call__(self, call: ToolCall) -> bool:
+        mine = self._own._approver  # pyright: ignore[reportPrivateUsage] (the opener's, not this)
         if mine is not None and not await mine(call):
             return False
-        above = parent.approver
+        above = self._parent.approver
         if above is None:
             return True
         if not isinstance(call, ChildToolCall):
+            child = self._child
             call = ChildToolCall(
                 id=f"{child.id}/{call.id}",
                 name=call.name,
@@ -101,8 +111,6 @@ def bind_approvals(parent: AgentChannel, child: Child, own: AgentChannel) -> App
                 call_id=call.id,
             )
         return await above(call)
-
-    return approve
 
 
 class Steering:
@@ -171,7 +179,11 @@ class Steering:
 
 
 class Child:
-    """One child's record in its supervisor (changed under the supervisor's lock)."""
+    """One child's record in its supervisor (changed under the supervisor's lock).
+
+    What only its run needs (its body, its cancel scope, its channel) is dropped when it
+    ends: the supervisor keeps ``max_total`` records, each as small as its row.
+    """
 
     __slots__ = (
         "announce_id",
@@ -213,17 +225,18 @@ class Child:
         parent_id: str | None,
         started: float,
         usage: Usage,
+        scope: CancelScopeLike,
     ) -> None:
         self.id = id
         self.name = name
-        self.body = body
+        self.body: ChildBody | None = body  # until it ends
         self.input = input
         self.limits = limits
         self.depth = depth
         self.parent_id = parent_id
         self.started = self.last_activity = started
         self.usage = usage
-        self.scope = anyio.CancelScope()  # kill, a limit and the parent's end cancel it
+        self.scope: CancelScopeLike | None = scope  # kill, a limit, the parent's end cancel it
         self.status: ChildStatus = "running"
         self.turns = 0
         self.cause: tuple[ChildEnd, str | None, LimitName | None] | None = None
@@ -236,29 +249,30 @@ class Child:
         self.ref: AgentRef | None = None  # the child's channel, while it is open
         self.final: tuple[ChatMessage, ...] = ()  # its conversation as it ended
         self.steers: dict[str, Steering] = {}  # by steer id: those not resolved yet
-        self.pending: list[Steering] = []  # steered before its channel opened
+        self.pending: tuple[Steering, ...] = ()  # steered before its channel opened (rare)
         self.sub: Supervisor | None = None  # the child's own supervisor, while it runs
         self.below: tuple[ChildInfo, ...] = ()  # its descendants as they were when it ended
 
     def info(self) -> ChildInfo:
-        """The registry row as of now."""
-        from ._events import ChildInfo
-
+        """The registry row as of now (built from the record's own values: not validated)."""
         result, omitted = bounded(self.result) if self.result is not None else (None, 0)
-        return ChildInfo(
-            id=self.id,
-            name=self.name,
-            parent_id=self.parent_id,
-            depth=self.depth,
-            input=bounded(self.input)[0],
-            status=self.status,
-            end=self.end,
-            reason=self.reason,
-            limit=self.limit,
-            result=result,
-            omitted=omitted,
-            turns=self.turns,
-            usage=self.usage,
-            started=self.started,
-            last_activity=self.last_activity,
+        return trusted(
+            ChildInfo,
+            {
+                "id": self.id,
+                "name": self.name,
+                "parent_id": self.parent_id,
+                "depth": self.depth,
+                "input": bounded(self.input)[0],
+                "status": self.status,
+                "end": self.end,
+                "reason": self.reason,
+                "limit": self.limit,
+                "result": result,
+                "omitted": omitted,
+                "turns": self.turns,
+                "usage": self.usage,
+                "started": self.started,
+                "last_activity": self.last_activity,
+            },
         )

@@ -2,13 +2,15 @@
 # (the supervisor is part of its execution: it reads its channel's loop hooks and sequence)
 """Children: one supervisor per execution spawns, steers, kills and lists them.
 
-A child runs detached, in a task group the supervisor owns for the execution's
-lifetime, not inside the parent's turn: interrupting the parent never reaches it.
-Each child opens its own channel in its own task, with a supervisor of its own one
-level deeper. The supervisor watches the child's events (turns, usage, drains) to
-enforce its limits and to learn whether a steer arrived, and reports to the parent:
-an :class:`Announce` into the parent's channel when a child ends, and child events
-on it for operators, who reach children only through :attr:`AgentRef.children`.
+A child runs detached, in a task group the top-level supervisor owns for the
+execution's lifetime, not inside the parent's turn: interrupting the parent never
+reaches it. Each child opens its own channel in its own task, with a supervisor of its
+own one level deeper; that one opens no task group (its children start in the top
+level's), and at its child's end it ends its children and waits for them. The
+supervisor watches the child's events (turns, usage, drains) to enforce its limits and
+to learn whether a steer arrived, and reports to the parent: an :class:`Announce` into
+the parent's channel when a child ends, and child events on it for operators, who
+reach children only through :attr:`AgentRef.children`.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ import threading
 import time
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
+from functools import partial
+from os import urandom
 from typing import TYPE_CHECKING
 
 import anyio
 
-from ._channel import AgentChannel, _InertChannel, agent_channel, open_channel
-from ._children import NO_LIMITS, Child, ChildBody, ChildLimits, Steering, bind_approvals
+from ._channel import AgentChannel, _Execution, _InertChannel, agent_channel
+from ._children import NO_LIMITS, Child, ChildApprover, ChildBody, ChildLimits, Steering
 from ._errors import ChannelClosed, ChannelFull, SpawnRefused, UnknownChild, describe
 from ._events import (
     AwaitingInput,
@@ -32,13 +36,21 @@ from ._events import (
     ChildStarted,
     ChildSteered,
     ChildUpdated,
+    ExecutionFinished,
     ItemsDrained,
+    MessageAppended,
     ModelCallFinished,
+    ModelCallStarted,
+    ModelDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnCancelled,
+    TurnEnded,
     TurnStarted,
     Usage,
 )
 from ._items import RESULT_CHARS, Announce, Steer, UserMessage, bounded
-from ._messages import new_id
+from ._trusted import trusted
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -46,6 +58,7 @@ if TYPE_CHECKING:
     from ._channel import AgentRef
     from ._content import Content
     from ._events import ExecutionEvent
+    from ._loop import CancelScopeLike, EventLike
     from ._messages import ChatMessage
 
 MAX_RUNNING = 8
@@ -58,7 +71,35 @@ MAX_DEPTH = 2
 _FORWARDED = (ChildStarted, ChildUpdated, ChildSteered, ChildEnded)
 """A descendant's events, passed up so the top-level channel shows the whole tree."""
 
+_UNWATCHED = frozenset(
+    {
+        TurnEnded,
+        TurnCancelled,
+        MessageAppended,
+        ModelCallStarted,
+        ModelDelta,
+        ToolCallStarted,
+        ToolCallFinished,
+        ExecutionFinished,
+    }
+)
+"""A child's events that only mark its activity (exact types; a subclass takes the long way)."""
+
 _UNREAD = "the child ended before reading it"
+
+_zero: list[Usage] = []  # one shared Usage() (frozen), built at the first spawn
+
+
+def _two_ids() -> tuple[str, str]:
+    """A child's id and its Announce's, as :func:`new_id` makes them, from one system call."""
+    digits = urandom(16).hex()
+    return digits[:16], digits[16:]
+
+
+def _no_usage() -> Usage:
+    if not _zero:
+        _zero.append(Usage())
+    return _zero[0]
 
 
 class Supervisor:
@@ -96,12 +137,14 @@ class Supervisor:
         max_depth: int,
     ) -> None:
         self._channel = channel
-        self._tg: TaskGroup | None = None  # none at the depth limit: spawn is refused
+        # Where its children start: the top level's task group (a child's supervisor opens
+        # none of its own); none at the depth limit, where spawn is refused.
+        self._tg: TaskGroup | None = None
         self._lock = threading.Lock()
         self._children: dict[str, Child] = {}
         self._running = 0
         self._closed = False
-        self._ended: anyio.Event | None = None  # set when a child ends (for wait())
+        self._ended: EventLike | None = None  # set when a child ends (for wait())
         self._owner = owner
         self.depth = depth
         """Levels below the top-level execution (0 at the top)."""
@@ -153,7 +196,7 @@ class Supervisor:
                     f"this execution has already spawned {len(self._children)} children, "
                     "its limit in all; no more can start"
                 )
-            child_id = new_id()
+            child_id, announce_id = _two_ids()
             child = Child(
                 child_id,
                 name or f"child-{len(self._children) + 1}",
@@ -163,14 +206,16 @@ class Supervisor:
                 depth=self.depth + 1,
                 parent_id=self._owner.id if self._owner is not None else None,
                 started=time.time(),
-                usage=Usage(),
+                usage=_no_usage(),
+                scope=self._channel._loop.cancel_scope(),
             )
+            child.announce_id = announce_id  # withdrawable once it is posted, at its end
             self._children[child_id] = child
             self._running += 1
             info = child.info() if self._channel.observed else None
         tg.start_soon(self._run, child, name=f"agent_channel child {child.name}")
         if info is not None:
-            self._channel.publish(ChildStarted(child=info))
+            self._channel.publish(trusted(ChildStarted, {"type": "child_started", "child": info}))
         return child_id
 
     def steer(
@@ -190,7 +235,7 @@ class Supervisor:
             else:
                 child.steers[steering.id] = steering
                 if child.ref is None:  # its task has not opened its channel yet
-                    child.pending.append(steering)
+                    child.pending = (*child.pending, steering)
                     why = None
                 else:
                     why = _post_steer(child, steering)
@@ -209,7 +254,9 @@ class Supervisor:
             if child.end is not None or child.cause is not None:
                 return False
             child.cause = ("killed", reason, None)
-        self._channel._call_on_loop(child.scope.cancel)
+            scope = child.scope
+        assert scope is not None  # dropped only once it has ended
+        self._cancel(scope)
         return True
 
     def children(self) -> tuple[ChildInfo, ...]:
@@ -256,7 +303,7 @@ class Supervisor:
                     if c.end is not None:
                         return c.info()
                 if self._ended is None:
-                    self._ended = anyio.Event()
+                    self._ended = self._channel._loop.event()
                 ended = self._ended
             await ended.wait()
 
@@ -276,37 +323,100 @@ class Supervisor:
     # -- the children's side -------------------------------------------------------------
 
     async def _run(self, child: Child) -> None:
-        """The child's task: its scope, its channel, its own supervisor, its body."""
-        result: str | None = None
-        error: Exception | None = None
-        try:
-            with child.scope:
-                if child.limits.seconds is not None:
-                    child.scope.deadline = anyio.current_time() + child.limits.seconds
-                async with open_channel() as ch:
-                    ref = ch.ref()
-                    ref.subscribe(lambda event: self._on_event(child, ch, event))
-                    ref.route_approvals(bind_approvals(self._channel, child, ch))  # K9
-                    self._attach(child, ref)
-                    async with _supervise(
-                        ch, self.depth + 1, child, self.max_running, self.max_total, self.max_depth
-                    ) as sub:
-                        child.sub, sub.parent = sub, self
-                        out = await child.body(child.input)
-                        result = "" if out is None else str(out)
-        except Exception as e:  # the child failed: its parent hears it, and goes on
-            error = e
-        except BaseException:  # cancelled from outside (the execution is ending), or worse
-            self._finish(child, None, None, outer=True)
-            raise
-        self._finish(child, result, error, outer=False)
+        """The child's task: its scope, its channel, its own supervisor, its body.
 
-    def _attach(self, child: Child, ref: AgentRef) -> None:
+        Plain context managers, not ``open_channel`` and an async ``_supervise``: each
+        async generator, task group and closure is time and objects on every spawn. The
+        child has ended when its body is over and its own children have ended: that is
+        reported at once; closing its channel and leaving its scope, which nobody else
+        sees, come after.
+        """
+        scope, body = child.scope, child.body
+        assert scope is not None and body is not None  # dropped only once it has ended
+        try:
+            with scope:
+                if child.limits.seconds is not None:
+                    scope.deadline = anyio.current_time() + child.limits.seconds
+                with _Execution(AgentChannel._on_loop(self._channel._loop)) as ch:
+                    watcher = _Watcher(self, child, ch)
+                    ch._subscribers = (watcher,)  # a fresh channel: the first subscriber
+                    ch._routed = (ChildApprover(self._channel, child, ch),)  # K9
+                    ref = ch.ref()
+                    sub = self._below(ch, child)
+                    self._attach(child, ref, sub)
+                    try:
+                        out = await body(child.input)
+                    except BaseException as e:
+                        if sub._close():  # its children's ends still come up through it
+                            await sub._wait_all()
+                        self._finish(child, None, e)
+                        watcher.leave()
+                        raise
+                    if sub._close():
+                        await sub._wait_all()
+                    self._finish(child, "" if out is None else str(out), None)
+                    watcher.leave()
+        except Exception as e:  # the child failed (recorded already): its parent goes on
+            if child.end is None:  # its setup failed: it ends now
+                self._finish(child, None, e)
+        except BaseException as e:  # cancelled from outside (the execution is ending), or worse
+            if child.end is None:
+                self._finish(child, None, e)
+            raise
+
+    def _below(self, channel: AgentChannel, child: Child) -> Supervisor:
+        """The child's own supervisor, one level deeper, with the same caps. Its children
+        start in this one's task group (the top level's): a task group of its own would
+        cost every child ~15 µs and a checkpoint at its end, spawning or not."""
+        sub = Supervisor(
+            channel,
+            depth=self.depth + 1,
+            owner=child,
+            max_running=self.max_running,
+            max_total=self.max_total,
+            max_depth=self.max_depth,
+        )
+        sub.parent = self
+        if sub.depth < self.max_depth:
+            sub._tg = self._tg
+        channel._supervisor = sub
+        return sub
+
+    def _close(self) -> bool:
+        """A child's supervisor as its child ends: no more spawns, and every child still
+        running ends (``parent_ended``). ``True`` if some still run: its child's end waits
+        for theirs (:meth:`_wait_all`), as leaving a task group of its own would; without
+        any it costs no checkpoint."""
+        if self._children:
+            self._end_all()
+        else:  # it never spawned: nothing to end
+            self._closed = True
+        if self._running:
+            return True
+        self._channel._supervisor = None  # (the channel and its supervisor: no cycle left)
+        return False
+
+    async def _wait_all(self) -> None:
+        """Until every child of this (closed) supervisor has ended; not cancellable."""
+        try:
+            with anyio.CancelScope(shield=True):  # the child may be ending by a cancel
+                while True:
+                    with self._lock:
+                        if not self._running:
+                            return
+                        if self._ended is None:
+                            self._ended = self._channel._loop.event()
+                        ended = self._ended
+                    await ended.wait()
+        finally:
+            self._channel._supervisor = None
+
+    def _attach(self, child: Child, ref: AgentRef, sub: Supervisor) -> None:
         """The child's channel is open: steers sent before it opened go in, in order."""
         failed: list[tuple[Steering, str]] = []
         with self._lock:
-            child.ref = ref
-            pending, child.pending = child.pending, []
+            child.ref, child.sub = ref, sub
+            pending, child.pending = child.pending, ()
             for steering in pending:
                 why = _post_steer(child, steering)
                 if why is not None:
@@ -326,6 +436,8 @@ class Supervisor:
         changed = False
         with self._lock:
             child.last_activity = time.time()
+            if kind in _UNWATCHED:  # most events: skip the isinstance chain (ABC checks)
+                return
             if isinstance(event, ItemsDrained):
                 for item in event.items:
                     if type(item) is Steer:
@@ -353,61 +465,80 @@ class Supervisor:
                     over = True
             info = child.info() if changed and self._channel.observed else None
         if over:
+            assert child.scope is not None  # it runs
             child.scope.cancel()  # in the child's own task: it stops at its next await
         seq = ch._seq - 1  # this event's number: publish() counted it before calling us
         for steering in delivered:
             self._resolved(steering, seq, None)
         if info is not None:
-            self._channel.publish(ChildUpdated(child=info))
+            self._channel.publish(trusted(ChildUpdated, {"type": "child_updated", "child": info}))
 
-    def _finish(
-        self, child: Child, result: str | None, error: Exception | None, *, outer: bool
-    ) -> None:
-        """The child's task is over: record how, free its slot, announce it to the parent."""
+    def _finish(self, child: Child, result: str | None, error: BaseException | None) -> None:
+        """The child's body is over (returned ``result`` or raised ``error``) and so are its
+        own children: record how it ended, free its slot, announce it to the parent.
+
+        How: the cause set before its scope was cancelled (a kill, a limit, the parent's
+        end); else its own deadline, if a cancellation ended it and its scope was
+        cancelled; else any other cancellation came from outside (its parent's execution
+        is ending); else it failed, or completed.
+        """
         sub = child.sub
-        below = tuple(sub._tree()) if sub is not None else ()  # its tree, final now
+        below = tuple(sub._tree()) if sub is not None and sub._children else ()  # final now
         with self._lock:
             child.sub, child.below = None, below  # nothing of its execution stays reachable
+            scope = child.scope
             if child.cause is not None:
                 end, reason, limit = child.cause
-            elif child.scope.cancelled_caught:  # its own deadline
-                end, reason, limit = "limit", f"{child.limits.seconds:g} s", "time"
-            elif outer:
-                end, reason, limit = "parent_ended", None, None
-            elif error is not None:
-                end, reason, limit = "failed", describe(error), None
-            else:
+            elif error is None:
                 end, reason, limit = "completed", None, None
+            elif isinstance(error, Exception):
+                end, reason, limit = "failed", describe(error), None
+            elif (
+                child.limits.seconds is not None
+                and scope is not None
+                and scope.cancel_called  # by its deadline: every other cancel sets a cause
+                and isinstance(error, anyio.get_cancelled_exc_class())
+            ):
+                end, reason, limit = "limit", f"{child.limits.seconds:g} s", "time"
+            else:
+                end, reason, limit = "parent_ended", None, None
             child.end, child.reason, child.limit = end, reason, limit
             child.status = "ended"
             child.result = result or ""
+            # Only the row stays: what its run held goes now (max_total records are kept).
+            child.scope = child.body = None
+            child.input = bounded(child.input)[0]
             if child.ref is not None:
-                child.final = child.ref.messages()
-                child.ref = None  # the channel is closed: let it go
-            # Not drained: still queued when its channel closed, or never posted.
+                child.final = child.ref.messages()  # its body is over: nothing appends now
+                child.ref = None  # no steer reaches its channel now: let it go
+            # Not drained (its body, their one consumer, is over): queued, or never posted.
             unread = list(child.steers.values())
             child.steers.clear()
-            child.pending.clear()
+            child.pending = ()
             self._running -= 1
             ended, self._ended = self._ended, None
             text, omitted = bounded(child.result)
-            announce = Announce(
-                child_id=child.id,
-                name=child.name,
-                status=end,
-                result=text,
-                omitted=omitted,
-                reason=reason,
-                limit=limit,
+            announce = trusted(
+                Announce,
+                {
+                    "type": "announce",
+                    "id": child.announce_id,
+                    "child_id": child.id,
+                    "name": child.name,
+                    "status": end,
+                    "result": text,
+                    "omitted": omitted,
+                    "reason": reason,
+                    "limit": limit,
+                },
             )
-            child.announce_id = announce.id
             info = child.info() if self._channel.observed else None
         for steering in unread:
             self._resolved(steering, None, _UNREAD)
         with contextlib.suppress(ChannelClosed):  # the parent's execution is over already
             self._channel._post_unbounded(announce)
         if info is not None:
-            self._channel.publish(ChildEnded(child=info))
+            self._channel.publish(trusted(ChildEnded, {"type": "child_ended", "child": info}))
         if ended is not None:
             ended.set()
 
@@ -431,11 +562,19 @@ class Supervisor:
         """The execution is ending: no more spawns, and every child ends with it."""
         with self._lock:
             self._closed = True
-            doomed = [c for c in self._children.values() if c.end is None and c.cause is None]
-            for c in doomed:
-                c.cause = ("parent_ended", None, None)
-        for c in doomed:
-            c.scope.cancel()
+            doomed: list[CancelScopeLike] = []
+            for c in self._children.values():
+                if c.end is None and c.cause is None and c.scope is not None:
+                    c.cause = ("parent_ended", None, None)
+                    doomed.append(c.scope)
+        for scope in doomed:
+            self._cancel(scope)
+
+    def _cancel(self, scope: CancelScopeLike) -> None:
+        """Cancel a child's scope as an interrupt stops a turn: the loop's own cancel, which
+        spares anyio naming the calling task in the reason (half a kill's cost on asyncio)."""
+        channel = self._channel
+        channel._call_on_loop(partial(channel._loop.cancel, scope))
 
     # -- lookups -----------------------------------------------------------------------
 
@@ -477,6 +616,32 @@ class Supervisor:
         """A line for this execution's model at its next boundary (an operator's action)."""
         with contextlib.suppress(ChannelClosed, ChannelFull):
             self._channel.post(UserMessage(text, source="supervisor"))
+
+
+class _Watcher:
+    """The supervisor's subscription to one child's channel: one object, not a closure."""
+
+    __slots__ = ("_channel", "_child", "_sup")
+
+    def __init__(self, sup: Supervisor, child: Child, channel: AgentChannel) -> None:
+        self._sup, self._child, self._channel = sup, child, channel
+
+    def __call__(self, event: ExecutionEvent) -> None:
+        self._sup._on_event(self._child, self._channel, event)
+
+    def leave(self) -> None:
+        """The child's body and children are over: what its channel publishes now (its
+        close) is nothing to watch, and need not even be built for the supervisor; no call
+        is left to approve. Both referred to the channel, which refers to them: left in
+        place, that cycle would keep the channel, its task and its context for the GC."""
+        ch = self._channel
+        subscribers, routed = ch._subscribers, ch._routed
+        ch._subscribers = (
+            () if subscribers == (self,) else tuple(s for s in subscribers if s is not self)
+        )
+        ch._routed = (
+            () if len(routed) == 1 else tuple(r for r in routed if type(r) is not ChildApprover)
+        )
 
 
 def _post_steer(child: Child, steering: Steering) -> str | None:
@@ -577,36 +742,20 @@ async def open_supervisor(
     channel = agent_channel()
     if isinstance(channel, _InertChannel):
         raise RuntimeError("open_supervisor() needs an execution: open it inside open_channel()")
-    async with _supervise(channel, 0, None, max_running, max_total, max_depth) as sup:
-        yield sup
-
-
-@asynccontextmanager
-async def _supervise(
-    channel: AgentChannel,
-    depth: int,
-    owner: Child | None,
-    max_running: int,
-    max_total: int,
-    max_depth: int,
-) -> AsyncGenerator[Supervisor, None]:
     if channel._supervisor is not None:
         raise RuntimeError("this execution already has a supervisor")
     sup = Supervisor(
         channel,
-        depth=depth,
-        owner=owner,
+        depth=0,
+        owner=None,
         max_running=max_running,
         max_total=max_total,
         max_depth=max_depth,
     )
     channel._supervisor = sup
     try:
-        if depth >= max_depth:  # it may not spawn: no task group to pay for
-            yield sup
-            return
         error: BaseException | None = None
-        async with anyio.create_task_group() as tg:
+        async with anyio.create_task_group() as tg:  # every descendant's task runs in it
             sup._tg = tg
             try:
                 yield sup
