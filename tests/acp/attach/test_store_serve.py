@@ -189,36 +189,32 @@ def test_d4_end_closes_an_execution_for_good_and_a_shutdown_does_not(tmp_path: P
         assert "restored" in line.stdout
 
 
-def test_d8_serve_on_a_held_or_damaged_store_exits_with_one_line(tmp_path: Path) -> None:
-    rt = tmp_path / "rt"
-    rt.mkdir(mode=0o700)
-    store = tmp_path / "store.db"
-    with _serve(rt, store) as s:
-        s.ids(1)
-        second = subprocess.run(
-            [sys.executable, "-m", "agent_channel_acp", "serve", "--demo", "--store", str(store)],
-            env=env(rt),
-            cwd=HERE,
-            capture_output=True,
-            text=True,
-            timeout=GUARD,
-        )
-    assert second.returncode != 0
-    (line,) = second.stderr.strip().splitlines()
-    assert "in use by another running server" in line
-    bad = tmp_path / "bad.db"
-    bad.write_bytes(b"SQLite format 3\x00" + b"\x07" * 5000)
-    before = bad.read_bytes()
-    third = subprocess.run(
-        [sys.executable, "-m", "agent_channel_acp", "serve", "--demo", "--store", str(bad)],
+def _refused(rt: Path, store: Path) -> str:
+    """``serve --demo --store STORE`` fails to start: its one line on stderr."""
+    run = subprocess.run(
+        [sys.executable, "-m", "agent_channel_acp", "serve", "--demo", "--store", str(store)],
         env=env(rt),
         cwd=HERE,
         capture_output=True,
         text=True,
         timeout=GUARD,
     )
-    assert third.returncode != 0
-    (line,) = third.stderr.strip().splitlines()
+    assert run.returncode != 0
+    (line,) = run.stderr.strip().splitlines()
+    return line
+
+
+def test_d8_serve_on_a_held_or_damaged_store_exits_with_one_line(tmp_path: Path) -> None:
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    store = tmp_path / "store.db"
+    with _serve(rt, store) as s:
+        s.ids(1)
+        assert "in use by another running server" in _refused(rt, store)
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"SQLite format 3\x00" + b"\x07" * 5000)
+    before = bad.read_bytes()
+    line = _refused(rt, bad)
     assert str(bad) in line and ("damaged" in line or "not a readable store" in line)
     assert bad.read_bytes() == before
 
