@@ -258,3 +258,12 @@ def test_a_failed_execution_says_failed() -> None:
     (note,) = [e.text for e in s.entries.values()]
     assert note.startswith("The execution failed: ModelError: unreachable.")
     assert (s.status, s.activity) == ("failed", "failed · turn started")
+
+
+def test_d5_the_picker_says_when_an_execution_was_restored() -> None:
+    from agent_channel_acp.operator.console._widgets import target_label
+
+    entry: Any = {"id": "3f2a9c", "title": "task", "status": "running", "restored": 0.0}
+    assert "restored" not in target_label(entry)  # 0: never
+    entry["restored"] = 1_796_196_000.0
+    assert " · restored " in target_label(entry)

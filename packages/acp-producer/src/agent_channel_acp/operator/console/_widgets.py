@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
@@ -230,6 +231,8 @@ def target_label(execution: Execution) -> str:
     ]
     if execution.get("pendingApproval"):
         parts.append("approval pending")
+    if restored := execution.get("restored"):  # brought back by a restart on its store
+        parts.append(f"restored {time.strftime('%H:%M', time.localtime(restored))}")
     return f"{title}  ({str(execution.get('id', ''))[:8]})  " + " · ".join(parts)
 
 
