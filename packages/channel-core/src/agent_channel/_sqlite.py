@@ -8,12 +8,13 @@ last transactions (the file stays consistent). ``durable=True`` fsyncs every com
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -201,8 +202,7 @@ class SqliteStore:
             return self._messages(execution_id)
 
     def close_execution(self, execution_id: str) -> None:
-        with self._mutex:
-            self._finish(execution_id, "closed", None, None)
+        self._finish(execution_id, "closed", None, None)
 
     def close(self) -> None:
         with self._mutex:
@@ -228,21 +228,32 @@ class SqliteStore:
                     (cutoff,),
                 )
             ]
-            if not ids:
-                return 0
-            self._db.execute("BEGIN IMMEDIATE")
+        if not ids:
+            return 0
+        with self._transaction() as db:
             for table, column in (
                 ("executions", "id"),
                 ("messages", "execution"),
                 ("items", "execution"),
             ):
-                self._db.executemany(
-                    f"DELETE FROM {table} WHERE {column} = ?", [(i,) for i in set(ids)]
-                )
-            self._db.execute("COMMIT")
+                db.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(i,) for i in set(ids)])
         return len(set(ids))
 
-    # -- used by the journals (under the mutex) -----------------------------------------
+    # -- used by the journals -----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Generator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT`` under the mutex, rolled back on any error."""
+        with self._mutex:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+                raise
 
     def _restore(
         self, execution_id: str, state: str | None, children: str | None, wait: bool
@@ -284,15 +295,13 @@ class SqliteStore:
     def _finish(
         self, execution_id: str, status: ExecutionStatus, stop_reason: str | None, error: str | None
     ) -> None:
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        db.execute(
-            "UPDATE executions SET status = ?, stop_reason = ?, error = ?, updated = ?"
-            " WHERE id = ?",
-            (status, stop_reason, error, time.time(), execution_id),
-        )
-        db.execute("DELETE FROM items WHERE execution = ?", (execution_id,))
-        db.execute("COMMIT")
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE executions SET status = ?, stop_reason = ?, error = ?, updated = ?"
+                " WHERE id = ?",
+                (status, stop_reason, error, time.time(), execution_id),
+            )
+            db.execute("DELETE FROM items WHERE execution = ?", (execution_id,))
 
     def _unlock(self) -> None:
         fd, self._lock_fd = self._lock_fd, None
@@ -370,48 +379,35 @@ class SqliteJournal:
             if children is None
             else TypeAdapter(list[ChildInfo]).dump_json(list(children)).decode()
         )
-        with self._store._mutex:  # pyright: ignore[reportPrivateUsage]
-            db = self._store._db  # pyright: ignore[reportPrivateUsage]
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    if start == 0:
-                        db.execute("DELETE FROM messages WHERE execution = ?", (eid,))
-                    if rows:
-                        db.executemany(
-                            "INSERT OR REPLACE INTO messages (execution, seq, body)"
-                            " VALUES (?, ?, ?)",
-                            rows,
-                        )
-                    if taken:
-                        db.executemany(
-                            "DELETE FROM items WHERE execution = ? AND id = ?",
-                            [(eid, i) for i in taken],
-                        )
-                    db.execute(
-                        "UPDATE executions SET state = COALESCE(?, state),"
-                        " children = COALESCE(?, children), messages = ?, updated = ? WHERE id = ?",
-                        (
-                            None if state is None else json.dumps(state),
-                            kids,
-                            start + len(rows),
-                            time.time(),
-                            eid,
-                        ),
-                    )
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as e:
-                self._failed(e)
+        try:
+            with self._store._transaction() as db:  # pyright: ignore[reportPrivateUsage]
+                if start == 0:
+                    db.execute("DELETE FROM messages WHERE execution = ?", (eid,))
+                db.executemany(
+                    "INSERT OR REPLACE INTO messages (execution, seq, body) VALUES (?, ?, ?)", rows
+                )
+                db.executemany(
+                    "DELETE FROM items WHERE execution = ? AND id = ?", [(eid, i) for i in taken]
+                )
+                db.execute(
+                    "UPDATE executions SET state = COALESCE(?, state),"
+                    " children = COALESCE(?, children), messages = ?, updated = ? WHERE id = ?",
+                    (
+                        state if state is None else json.dumps(state),
+                        kids,
+                        start + len(rows),
+                        time.time(),
+                        eid,
+                    ),
+                )
+        except sqlite3.Error as e:
+            self._failed(e)
 
     def finish(self, status: ExecutionStatus, stop_reason: str | None, error: str | None) -> None:
         if self._failure is not None:
             return
         try:
-            with self._store._mutex:  # pyright: ignore[reportPrivateUsage]
-                self._store._finish(self._id, status, stop_reason, error)  # pyright: ignore[reportPrivateUsage]
+            self._store._finish(self._id, status, stop_reason, error)  # pyright: ignore[reportPrivateUsage]
         except sqlite3.Error as e:
             self._failed(e)
             return
