@@ -420,3 +420,23 @@ def test_d2_posts_from_many_threads_are_written_in_queue_order(tmp_path: Path) -
         return queued
 
     assert len(anyio.run(main)) == 1200
+
+
+def test_d7_the_wal_is_checkpointed_off_the_writers_thread_and_the_thread_ends_at_close(
+    tmp_path: Path,
+) -> None:
+    """Writers never checkpoint (a write crossing SQLite's autocheckpoint paid its fsync);
+    the store's own thread does, so the log is copied back and its pages reused."""
+    path = tmp_path / "s.db"
+    store = open_store(path)
+    names = {t.name for t in threading.enumerate()}
+    assert f"agent-channel-wal-{path.name}" in names
+    journal = store.journal("e1")
+    for i in range(3000):  # past the checkpointer's count of writes, many times
+        journal.posted(UserMessage(f"message {i} " * 30))
+    store.close()
+    assert f"agent-channel-wal-{path.name}" not in {t.name for t in threading.enumerate()}
+    with _raw(path) as db:  # everything written is in the database file itself
+        assert db.execute("SELECT count(*) FROM items").fetchone()[0] == 3000
+    wal = path.with_name(path.name + "-wal")
+    assert not wal.exists() or wal.stat().st_size < path.stat().st_size

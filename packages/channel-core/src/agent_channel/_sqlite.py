@@ -14,11 +14,14 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from . import _codec as codec
 from ._store import ExecutionStatus, JsonObject, Restored, StoredExecution, StoreError
+from ._wal import Checkpointer
 
 if TYPE_CHECKING:
     from ._events import ChildInfo
@@ -99,6 +102,8 @@ class SqliteStore:
         except BaseException:
             self._unlock()
             raise
+        self._wal = Checkpointer(self.path)  # writes never checkpoint on the caller's thread
+        weakref.finalize(self, self._wal.halt)
         self.prune()
 
     def _connect(self, durable: bool) -> sqlite3.Connection:
@@ -124,6 +129,7 @@ class SqliteStore:
                 )
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            db.execute("PRAGMA wal_autocheckpoint=0")
             db.execute("PRAGMA foreign_keys=OFF")
             for v in range(version + 1, SCHEMA + 1):  # the migration path, from the first on
                 db.execute("BEGIN IMMEDIATE")
@@ -205,6 +211,7 @@ class SqliteStore:
         self._finish(execution_id, "closed", None, None)
 
     def close(self) -> None:
+        self._wal.stop()
         with self._mutex:
             self._db.close()
         self._unlock()
@@ -250,6 +257,7 @@ class SqliteStore:
             try:
                 yield db
                 db.execute("COMMIT")
+                self._wal.wrote()
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     db.execute("ROLLBACK")
@@ -258,39 +266,28 @@ class SqliteStore:
     def _restore(
         self, execution_id: str, state: str | None, children: str | None, wait: bool
     ) -> Restored:
-        from pydantic import TypeAdapter
-
-        from ._events import ChildInfo
-        from ._items import ChannelItem
-
         bodies = [
             r[0]
             for r in self._db.execute(
                 "SELECT body FROM items WHERE execution = ? ORDER BY seq", (execution_id,)
             )
         ]
-        pending = TypeAdapter(list[ChannelItem]).validate_json(f"[{','.join(bodies)}]")
-        kids = TypeAdapter(list[ChildInfo]).validate_json(children) if children else []
         return Restored(
             messages=self._messages(execution_id),
             state=json.loads(state) if state else None,
-            pending=tuple(pending),
-            children=tuple(kids),
+            pending=tuple(codec.items(bodies)),
+            children=tuple(codec.children(children)),
             wait=wait,
         )
 
     def _messages(self, execution_id: str) -> tuple[ChatMessage, ...]:
-        from pydantic import TypeAdapter
-
-        from ._messages import ChatMessage
-
         bodies = [
             r[0]
             for r in self._db.execute(
                 "SELECT body FROM messages WHERE execution = ? ORDER BY seq", (execution_id,)
             )
         ]
-        return tuple(TypeAdapter(list[ChatMessage]).validate_json(f"[{','.join(bodies)}]"))
+        return tuple(codec.messages(bodies))
 
     def _finish(
         self, execution_id: str, status: ExecutionStatus, stop_reason: str | None, error: str | None
@@ -368,17 +365,9 @@ class SqliteJournal:
     ) -> None:
         if self._failure is not None:
             return
-        from pydantic import TypeAdapter
-
-        from ._events import ChildInfo
-
         eid = self._id
         rows = [(eid, start + i, m.model_dump_json()) for i, m in enumerate(messages)]
-        kids = (
-            None
-            if children is None
-            else TypeAdapter(list[ChildInfo]).dump_json(list(children)).decode()
-        )
+        kids = None if children is None else codec.children_json(children)
         try:
             with self._store._transaction() as db:  # pyright: ignore[reportPrivateUsage]
                 if start == 0:
@@ -417,8 +406,10 @@ class SqliteJournal:
         if self._failure is not None:
             return
         try:
-            with self._store._mutex:  # pyright: ignore[reportPrivateUsage]
-                self._store._db.execute(sql, params)  # pyright: ignore[reportPrivateUsage]
+            store = self._store
+            with store._mutex:  # pyright: ignore[reportPrivateUsage]
+                store._db.execute(sql, params)  # pyright: ignore[reportPrivateUsage]
+                store._wal.wrote()  # pyright: ignore[reportPrivateUsage]
         except sqlite3.Error as e:
             self._failed(e)
 
