@@ -391,7 +391,9 @@ class AgentChannel:
         drained since then (so each is delivered exactly once across a crash: call this
         after appending what they folded into), ``state`` (plain JSON: what the consumer
         needs to go on, e.g. turns taken) and the children registry. Without a journal it
-        does nothing. The shared conversation must only grow (:meth:`share`).
+        does nothing. The shared conversation must only grow (:meth:`share`). The ids of
+        drained items are kept until this call takes them: a durable consumer checkpoints
+        at each boundary, so they are bounded by what one boundary drains.
         """
         journal = self._journal
         if journal is None:

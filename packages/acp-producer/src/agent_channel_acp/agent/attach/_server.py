@@ -174,6 +174,7 @@ class AttachServer:
         for hub in finished[: max(0, len(finished) - self.finished_kept)]:
             del self._hubs[hub.id]
             self._cwds.pop(hub.id, None)
+            self._restored.pop(hub.id, None)
             self._forgotten.add(hub.id)
         if self.on_change is not None:
             try:
