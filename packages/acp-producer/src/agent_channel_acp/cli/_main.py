@@ -23,6 +23,7 @@ from ._parser import DEMO, DEMO_ORCHESTRATOR, DEMO_TASK, LOG_ENV, MODEL_ENV, bui
 
 if TYPE_CHECKING:
     from .. import AgentFactory
+    from ..hosting._asgi import WsOptions
 
 SERVER_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL")
 """A real model's variables: set alone, the demo says how to use one (it stays scripted)."""
@@ -137,9 +138,22 @@ _VERBS = frozenset(
 )
 
 
+def _use_server(args: argparse.Namespace) -> None:
+    """``--server URL``: every client of this process reaches that server alone."""
+    from ..operator._connect import CtlError, remote_record
+    from ..wire._discovery import use_remote
+
+    try:
+        use_remote(remote_record(args.server, args.token_file, args.cafile))
+    except CtlError as e:
+        fail(f"{args.command}: {e}", 2)
+
+
 def _main(argv: Sequence[str] | None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "server", None) and args.command != "serve":
+        _use_server(args)
     if args.command in _VERBS:
         sys.exit(_verb(args))
     if args.command == "serve":
@@ -244,6 +258,23 @@ def _verb(args: argparse.Namespace) -> int:
     return ctl.run_verb(verbs[args.command])
 
 
+def _ws_options(args: argparse.Namespace) -> WsOptions | None:
+    if args.ws is None:
+        for flag in ("tls_cert", "tls_key", "token_file"):
+            if getattr(args, flag):
+                fail(f"serve: --{flag.replace('_', '-')} is for --ws", 2)
+        return None
+    from ..hosting._asgi import WsOptions
+
+    return WsOptions(
+        args.ws,
+        host=args.ws_host,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        token_file=args.token_file,
+    )
+
+
 def _serve(args: argparse.Namespace) -> NoReturn:
     stderr = sys.stderr
     spec, factory, stop_logging = _agent_and_log(args, "serve", DEMO_TASK)
@@ -266,6 +297,7 @@ def _serve(args: argparse.Namespace) -> NoReturn:
             store=args.store,
             restore=args.restore,
             load=load_factory,
+            ws=_ws_options(args),
         )
     except ServeError as e:
         stop_logging(0.5)

@@ -161,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     attach.add_argument(
         "--observe", action="store_true", help="watch only: never drive, stop or answer"
     )
+    add_remote(attach)
     _add_serve(sub.add_parser)
     _add_verbs(sub.add_parser)
     return parser
@@ -266,6 +267,27 @@ def _add_serve(add_parser: AddParser) -> None:
         help="events replayed to a client that attaches (default: %(default)s)",
     )
     serve.add_argument("--json", action="store_true", help="announce where it listens as JSON")
+    remote = serve.add_argument_group("over WebSocket (needs agent-channel-acp[remote])")
+    remote.add_argument(
+        "--ws",
+        type=_port,
+        metavar="PORT",
+        help="also listen over WebSocket at ws://HOST:PORT/acp (0: any free port); clients "
+        "present the discovery record's token (or --token-file's)",
+    )
+    remote.add_argument(
+        "--ws-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="where --ws listens (default: %(default)s); beyond loopback only with TLS",
+    )
+    remote.add_argument("--tls-cert", metavar="PATH", help="TLS certificate (PEM): wss://")
+    remote.add_argument("--tls-key", metavar="PATH", help="its private key (PEM)")
+    remote.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="the token clients present (a file only its owner reads) instead of a random one",
+    )
 
 
 def _add_verbs(add_parser: AddParser) -> None:
@@ -279,6 +301,7 @@ def _add_verbs(add_parser: AddParser) -> None:
             p.add_argument("target", metavar="TARGET", nargs="?", help=target_help)
         if name != "bridge":
             p.add_argument("--json", action="store_true", help="JSON output, for programs")
+        add_remote(p)
         return p
 
     verb("ls", "list the running servers and their executions", target="none")
@@ -304,6 +327,22 @@ def _add_verbs(add_parser: AddParser) -> None:
     end = verb("end", "end an execution (not an interrupt: its loop stops)")
     end.add_argument("--reason", metavar="TEXT", help="why, shown to attached clients")
     verb("bridge", "relay stdio to a running agent (launch this from Zed)", target="optional")
+
+
+def add_remote(parser: argparse.ArgumentParser) -> None:
+    """``--server``: a server by its WebSocket url instead of the local discovery records."""
+    group = parser.add_argument_group("a server over WebSocket")
+    group.add_argument(
+        "--server",
+        metavar="URL",
+        help="ws://HOST:PORT or wss://HOST:PORT (a serve --ws) instead of the local servers",
+    )
+    group.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="its token (default: the local discovery record's for that url)",
+    )
+    group.add_argument("--cafile", metavar="PATH", help="CA certificates to trust for wss:// (PEM)")
 
 
 def _count(text: str) -> int:

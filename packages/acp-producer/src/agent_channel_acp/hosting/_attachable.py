@@ -14,7 +14,7 @@ import contextlib
 import os
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_channel import AgentRef
 
@@ -23,6 +23,9 @@ from ..agent.attach._server import AttachServer
 from ..stream._ring import REPLAY
 from ..wire._discovery import Record
 from ._serve import hosting
+
+if TYPE_CHECKING:
+    from ._asgi import WsOptions
 
 
 class Attachable:
@@ -40,6 +43,11 @@ class Attachable:
     def where(self) -> str:
         """Where it listens: the unix socket's path, or ``127.0.0.1:PORT``."""
         return self._record.where()
+
+    @property
+    def ws_url(self) -> str | None:
+        """The WebSocket listener's ``ws://`` (or ``wss://``) url, with ``ws`` given."""
+        return self._record.ws["url"] if self._record.ws else None
 
     @property
     def record(self) -> Path:
@@ -81,6 +89,7 @@ async def attachable(
     approve: bool = False,
     backlog_limit: int = BACKLOG_LIMIT,
     context_window: int | None = None,
+    ws: int | WsOptions | None = None,
 ) -> AsyncGenerator[Attachable, None]:
     """Serve the executions this program runs to operators who attach, for the block.
 
@@ -88,7 +97,9 @@ async def attachable(
     peer uid checked) or on TCP 127.0.0.1:``port`` (0: any free port; clients present the
     record's token), and writes the discovery record the verbs and the console look for.
     ``replay``, ``approve``, ``backlog_limit`` and ``context_window`` are
-    :class:`AttachServer`'s. One per process (the record is named after the pid).
+    :class:`AttachServer`'s. ``ws`` (a port on 127.0.0.1, 0 for any, or ``WsOptions`` for
+    TLS and another host) also listens over WebSocket, behind the record's token (needs
+    the ``remote`` extra). One per process (the record is named after the pid).
 
     Leaving the block stops serving: executions started with :meth:`Attachable.run` are
     ended (their clients get the final turn state and ``session_ended``), clients are
@@ -107,5 +118,12 @@ async def attachable(
         replay=replay, approve=approve, backlog_limit=backlog_limit, context_window=context_window
     )
     path = Path(os.path.abspath(socket_path)) if socket_path is not None else None  # noqa: ASYNC240 (no I/O: the verbs run from anywhere)
-    async with hosting(server, socket_path=path, port=port) as record:
+    options: WsOptions | None = None
+    if isinstance(ws, int):
+        from ._asgi import WsOptions
+
+        options = WsOptions(ws)
+    else:
+        options = ws
+    async with hosting(server, socket_path=path, port=port, ws=options) as record:
         yield Attachable(server, record)

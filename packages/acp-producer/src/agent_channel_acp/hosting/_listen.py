@@ -87,7 +87,7 @@ class Listener:
 
     def __init__(
         self,
-        sock: socket.socket,
+        sock: socket.socket | None,
         handler: Handler,
         *,
         transport: Transport,
@@ -106,7 +106,9 @@ class Listener:
         self._refusing: set[asyncio.Task[None]] = set()
         self._accepting: asyncio.Task[None] | None = None
         self._socket_id: tuple[int, int] | None = None
-        self._socket_path = Path(transport["path"]) if transport["kind"] == "unix" else None
+        self._socket_path = (
+            Path(transport["path"]) if transport["kind"] == "unix" and sock is not None else None
+        )
         if self._socket_path is not None:
             st = os.stat(self._socket_path)
             self._socket_id = (st.st_dev, st.st_ino)
@@ -117,6 +119,8 @@ class Listener:
         return len(self._conns) - len(self._waiting)
 
     def start(self) -> None:
+        if self._sock is None:
+            return  # connections come through :meth:`adopt`
         self._accepting = asyncio.get_running_loop().create_task(self._accept_loop())
 
     async def close(self, *, connections: bool = True) -> None:
@@ -126,7 +130,8 @@ class Listener:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._accepting
             self._accepting = None
-        self._sock.close()
+        if self._sock is not None:
+            self._sock.close()
         self._unlink()
         if connections:
             for task in list(self._conns):
@@ -146,27 +151,39 @@ class Listener:
 
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
+        assert self._sock is not None
         while True:
             conn, _ = await loop.sock_accept(self._sock)
-            conn.setblocking(False)
-            if self.connections >= self._max:
-                log.warning("refusing a connection: %d are served already", self._max)
-                await _refuse(conn, WireError.too_many_connections(self._max).frame(None))
-                continue
-            if self._token is not None and len(self._waiting) >= AUTH_PENDING:
-                oldest, sock = next(iter(self._waiting.items()))
-                del self._waiting[oldest]
-                self._conns.discard(oldest)  # never served: it frees no served slot
-                oldest.cancel()
-                log.warning("dropping the oldest of %d connections without a token", AUTH_PENDING)
-                refusing = loop.create_task(_refuse(sock, _auth_required(None, _CROWDED)))
-                self._refusing.add(refusing)  # held until done (the loop keeps weak refs)
-                refusing.add_done_callback(self._refusing.discard)
-            task = loop.create_task(self._serve(conn))
-            self._conns.add(task)
-            task.add_done_callback(self._conns.discard)
-            if self._token is not None:
-                self._waiting[task] = conn
+            if conn.family in (socket.AF_INET, socket.AF_INET6):
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no 40 ms Nagle wait
+            await self.adopt(conn)
+
+    async def adopt(self, conn: socket.socket) -> None:
+        """Serve ``conn`` as if it had been accepted here: the same limits and checks.
+
+        The WebSocket path (:mod:`._asgi`) hands each WebSocket's end of a socket pair here,
+        so a WebSocket peer meets exactly what a TCP peer meets.
+        """
+        loop = asyncio.get_running_loop()
+        conn.setblocking(False)
+        if self.connections >= self._max:
+            log.warning("refusing a connection: %d are served already", self._max)
+            await _refuse(conn, WireError.too_many_connections(self._max).frame(None))
+            return
+        if self._token is not None and len(self._waiting) >= AUTH_PENDING:
+            oldest, sock = next(iter(self._waiting.items()))
+            del self._waiting[oldest]
+            self._conns.discard(oldest)  # never served: it frees no served slot
+            oldest.cancel()
+            log.warning("dropping the oldest of %d connections without a token", AUTH_PENDING)
+            refusing = loop.create_task(_refuse(sock, _auth_required(None, _CROWDED)))
+            self._refusing.add(refusing)  # held until done (the loop keeps weak refs)
+            refusing.add_done_callback(self._refusing.discard)
+        task = loop.create_task(self._serve(conn))
+        self._conns.add(task)
+        task.add_done_callback(self._conns.discard)
+        if self._token is not None:
+            self._waiting[task] = conn
 
     async def _serve(self, conn: socket.socket) -> None:
         try:
@@ -263,7 +280,7 @@ class Listener:
             reason = f"present the discovery record's token in initialize as _meta[{TOKEN_KEY!r}]"
             return _auth_required(msg_id, reason), False
         if not (isinstance(token, str) and self._token_matches(token)):
-            log.warning("refusing a TCP connection: wrong token")
+            log.warning("refusing a connection: wrong token")
             return _auth_required(msg_id, "the token does not match this server's"), True
         rest = {k: v for k, v in meta.items() if k != TOKEN_KEY}
         params = {k: v for k, v in params.items() if k != "_meta"}
@@ -372,3 +389,13 @@ async def listen_tcp(
     )
     listener.start()
     return listener
+
+
+def adopting(
+    handler: Handler, transport: Transport, token: str, *, max_connections: int = MAX_CONNECTIONS
+) -> Listener:
+    """A listener with no socket of its own: connections arrive by :meth:`Listener.adopt`
+    and present ``token`` as a TCP peer does (the WebSocket path's)."""
+    return Listener(
+        None, handler, transport=transport, token=token, max_connections=max_connections
+    )

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from agent_channel import Journal, SqliteStore
 
     from ..wire._frames import Recorded
+    from ._asgi import WsEndpoint, WsOptions
 
 log = logging.getLogger("agent_channel_acp")
 
@@ -76,10 +77,12 @@ async def hosting(
     socket_path: Path | None = None,
     port: int | None = None,
     start: Callable[[], Awaitable[None]] | None = None,
+    ws: WsOptions | None = None,
 ) -> AsyncGenerator[Record, None]:
     """Listen for ``server`` and publish its record for the block; yields the record.
 
     ``start`` (the executions ``serve`` runs) goes as a task once the record is written.
+    With ``ws`` it also listens over WebSocket (:mod:`._asgi`; the record's ``ws`` entry).
     Leaving the block stops accepting, closes ``server`` (its ``run()`` executions end
     and their clients are told), then the connections, the socket and the record.
     """
@@ -93,8 +96,15 @@ async def hosting(
         listener = await listen_tcp(handler, port)
     else:
         listener = await listen_unix(handler, socket_path or directory / f"{os.getpid()}.sock")
+    endpoint: WsEndpoint | None = None
+    if ws is not None:
+        try:
+            endpoint = await _ws_endpoint(handler, ws)
+        except BaseException:
+            await listener.close()
+            raise
     _hosted.append(server)
-    publication = Publication(directory, listener.transport)
+    publication = Publication(directory, listener.transport, endpoint and endpoint.transport)
     loop = asyncio.get_running_loop()
     changed = asyncio.Event()
     watched = cast("_Watched", server) if hasattr(server, "on_change") else None
@@ -112,14 +122,32 @@ async def hosting(
             watched.on_change = None
         try:
             await listener.close(connections=False)
+            if endpoint is not None:
+                endpoint.stop_accepting()
             await server.aclose()  # executions end; their clients are told
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await listener.close()
+            if endpoint is not None:
+                await endpoint.close()
         finally:
             publication.remove()
             _hosted.remove(server)
+
+
+async def _ws_endpoint(handler: Callable[..., Awaitable[None]], ws: WsOptions) -> WsEndpoint:
+    from ._asgi import WsEndpoint
+
+    endpoint = WsEndpoint(handler, ws)
+    try:
+        await endpoint.start()
+    except ImportError as e:  # uvicorn missing
+        await endpoint.close()
+        raise ListenError(
+            f"--ws needs the remote extra (pip install 'agent-channel-acp[remote]'): {e}"
+        ) from None
+    return endpoint
 
 
 async def host(
@@ -129,6 +157,7 @@ async def host(
     port: int | None = None,
     start: Callable[[], Awaitable[None]] | None = None,
     announce: Callable[[Record], None] | None = None,
+    ws: WsOptions | None = None,
 ) -> None:
     """Serve ``server`` until SIGINT/SIGTERM (or cancellation); ``start`` runs the executions.
 
@@ -138,7 +167,7 @@ async def host(
     """
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    async with hosting(server, socket_path=socket_path, port=port, start=start) as record:
+    async with hosting(server, socket_path=socket_path, port=port, start=start, ws=ws) as record:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         try:
@@ -216,14 +245,18 @@ def _announcer(count: int, as_json: bool, restored: int = 0) -> Callable[[Record
     def announce(record: Record) -> None:
         if as_json:
             listen = {k: v for k, v in record.transport.items() if k != "token"}
-            data = {"pid": record.pid, "listen": listen, "record": str(record.path)}
+            data: dict[str, object] = {"pid": record.pid, "listen": listen}
+            if record.ws is not None:
+                data["ws"] = record.ws["url"]  # never the token
+            data["record"] = str(record.path)
             print(json.dumps(data), flush=True)
             return
         what = f"{count} execution{'s' if count != 1 else ''}"
         if restored:
             what += f" ({restored} restored from the store)"
+        where = record.where() + (f" and {record.ws['url']}" if record.ws else "")
         print(
-            f"agent-channel-acp: serving {what} on {record.where()} (pid {record.pid}); "
+            f"agent-channel-acp: serving {what} on {where} (pid {record.pid}); "
             "attach with `agent-channel-acp ls`, `send`, or `bridge` from an editor",
             flush=True,
         )
@@ -260,6 +293,7 @@ def serve_command(
     store: str | bool | None = None,
     restore: str = "go",
     load: Callable[[str], Callable[..., object]] | None = None,
+    ws: WsOptions | None = None,
 ) -> int:
     """``agent-channel-acp serve``: run ``count`` executions until SIGINT/SIGTERM; exit status.
 
@@ -323,6 +357,7 @@ def serve_command(
                 socket_path=path,
                 port=port,
                 start=start,
+                ws=ws,
                 announce=_announcer(len(runs), as_json, sum(r.restored is not None for r in runs)),
             )
         except asyncio.CancelledError:

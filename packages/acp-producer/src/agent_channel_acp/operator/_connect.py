@@ -8,18 +8,19 @@ for importing the SDK (A26: a verb starts in about 0.2 s); the console's SDK con
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from collections.abc import AsyncGenerator, Awaitable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from ..wire._discovery import TOKEN_KEY, Record, live_records, runtime_dir
+from ..wire._discovery import TOKEN_KEY, Record, RuntimeDirError, live_records, runtime_dir
 from ..wire._errors import WireError
 from ..wire._rpc import LINE_LIMIT, AnswerTooLarge, RpcClient
 
 if TYPE_CHECKING:
-    from ..wire._frames import Execution, JsonObject
+    from ..wire._frames import Execution, JsonObject, WsTransport
 
 ASK_SECONDS = 10.0
 """How long one request to a server may take before the verb gives up on it."""
@@ -94,6 +95,14 @@ async def open_stream(
     loop = asyncio.get_running_loop()
     reader = reader or asyncio.StreamReader(limit=LINE_LIMIT, loop=loop)
     protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+    if t["kind"] == "ws":
+        from ..wire._ws import ws_streams
+
+        try:
+            async with asyncio.timeout(ASK_SECONDS):
+                return await ws_streams(t["url"], cafile=t.get("cafile"), reader=reader)
+        except (OSError, TimeoutError) as e:
+            raise CtlError(f"cannot connect to the server at {record.where()}: {e}") from None
     try:
         async with asyncio.timeout(ASK_SECONDS):
             if t["kind"] == "unix":
@@ -106,10 +115,43 @@ async def open_stream(
 
 
 def initialize_meta(record: Record) -> dict[str, str]:
-    """The ``initialize`` ``_meta`` a client sends: the token on TCP (see ``_listen``)."""
+    """The ``initialize`` ``_meta`` a client sends: the token on TCP and WebSocket."""
     t = record.transport
-    token = t.get("token") if t["kind"] == "tcp" else None
+    token = t.get("token") if t["kind"] != "unix" else None
     return {TOKEN_KEY: token} if token else {}
+
+
+def remote_record(url: str, token_file: str | None, cafile: str | None) -> Record:
+    """The server ``--server URL`` names, as a record: its token from ``token_file``, else
+    from the local discovery record that lists that url (none: the server will say)."""
+    from urllib.parse import urlsplit
+
+    from ..wire._discovery import TokenFileError, read_token_file
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("ws", "wss") or not parts.hostname or parts.port is None:
+        raise CtlError(f"--server takes ws://HOST:PORT or wss://HOST:PORT, not {url!r}")
+    path = parts.path if parts.path not in ("", "/") else "/acp"
+    url = f"{parts.scheme}://{parts.netloc}{path}"
+    transport: WsTransport = {"kind": "ws", "url": url}
+    if cafile:
+        transport["cafile"] = cafile
+    token: str | None = None
+    if token_file:
+        try:
+            token = read_token_file(token_file)
+        except TokenFileError as e:
+            raise CtlError(str(e)) from None
+    else:
+        with contextlib.suppress(RuntimeDirError):
+            for r in live_records(runtime_dir(create=False)):
+                ws = r.ws
+                if ws is not None and urlsplit(ws["url"]).port == parts.port and ws.get("token"):
+                    token = ws.get("token")
+                    break
+    if token:
+        transport["token"] = token
+    return Record(pid=0, transport=transport)
 
 
 @asynccontextmanager

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
-    from ._frames import Recorded, RecordFile, Transport
+    from ._frames import Recorded, RecordFile, Transport, WsTransport
 
 
 RUNTIME_ENV = "AGENT_CHANNEL_RUNTIME_DIR"
@@ -129,9 +129,11 @@ class Record:
     executions: list[Recorded] = field(default_factory=list["Recorded"])
     path: Path | None = None
     """Where the record lives (set when read or published)."""
+    ws: WsTransport | None = None
+    """The WebSocket listener beside ``transport`` (``serve --ws``), token included."""
 
     def to_json(self) -> RecordFile:
-        return {
+        data: RecordFile = {
             "version": RECORD_VERSION,
             "pid": self.pid,
             "pid_start": self.pid_start,
@@ -139,6 +141,9 @@ class Record:
             "transport": self.transport,
             "executions": self.executions,
         }
+        if self.ws is not None:
+            data["ws"] = self.ws
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, object], path: Path | None = None) -> Record:
@@ -148,8 +153,11 @@ class Record:
         if not isinstance(transport, dict):
             raise ValueError("bad transport")
         transport = cast("dict[str, object]", transport)
-        if transport.get("kind") not in ("unix", "tcp"):
+        if transport.get("kind") not in ("unix", "tcp", "ws"):
             raise ValueError("bad transport")
+        ws = data.get("ws")
+        if ws is not None and not (isinstance(ws, dict) and "url" in ws):
+            raise ValueError("bad ws entry")
         executions: object = data.get("executions") or []
         if not isinstance(executions, list):
             raise ValueError("bad executions")
@@ -165,12 +173,36 @@ class Record:
                 if isinstance(e, dict)
             ],
             path=path,
+            ws=cast("WsTransport", dict(cast("dict[str, object]", ws))) if ws else None,
         )
 
     def where(self) -> str:
         """Where it listens, for people: a socket path or host:port."""
         t = self.transport
+        if t["kind"] == "ws":
+            return t["url"]
         return str(t["path"]) if t["kind"] == "unix" else f"{t['host']}:{t['port']}"
+
+
+class TokenFileError(RuntimeError):
+    """A token file cannot be read, or others could read it."""
+
+
+def read_token_file(path: str | Path) -> str:
+    """The token in ``path`` (``--token-file``), refused if the group or others can read it."""
+    try:
+        st = os.stat(path)
+        text = Path(path).read_text().strip()
+    except OSError as e:
+        raise TokenFileError(f"cannot read the token file {path}: {e.strerror or e}") from None
+    if st.st_mode & 0o077:
+        raise TokenFileError(
+            f"the token file {path} has mode {stat.S_IMODE(st.st_mode):04o}: others could "
+            "read it (chmod 600 it)"
+        )
+    if not text:
+        raise TokenFileError(f"the token file {path} is empty")
+    return text
 
 
 def write_private(path: Path, text: str) -> None:
@@ -192,9 +224,11 @@ def write_private(path: Path, text: str) -> None:
 class Publication:
     """This process's record: written at start, rewritten when its executions change."""
 
-    def __init__(self, directory: Path, transport: Transport) -> None:
+    def __init__(
+        self, directory: Path, transport: Transport, ws: WsTransport | None = None
+    ) -> None:
         pid = os.getpid()
-        self.record = Record(pid, transport, pid_start=process_start(pid))
+        self.record = Record(pid, transport, pid_start=process_start(pid), ws=ws)
         self.record.path = directory / f"{pid}{_SUFFIX}"
         self._written: str | None = None
 
@@ -251,8 +285,19 @@ def sweep(directory: Path) -> list[Record]:
     return live
 
 
+_remote: list[Record] = []  # ``--server URL``: the one server the clients of this process reach
+
+
+def use_remote(record: Record | None) -> None:
+    """Make :func:`live_records` answer ``record`` alone (``--server``), or the local ones again."""
+    _remote[:] = [record] if record is not None else []
+
+
 def live_records(directory: Path | None = None) -> list[Record]:
-    """The records of serving processes that still run (dead ones swept on the way)."""
+    """The records of serving processes that still run (dead ones swept on the way), or the
+    ``--server`` one given to :func:`use_remote`."""
+    if _remote:
+        return list(_remote)
     return sweep(directory if directory is not None else runtime_dir(create=False))
 
 

@@ -72,8 +72,18 @@ class TcpTransport(TypedDict):
     token: NotRequired[str]
 
 
-Transport: TypeAlias = UnixTransport | TcpTransport
-"""Where a server listens, as its discovery record says."""
+class WsTransport(TypedDict):
+    """A WebSocket listener (``serve --ws``): its ``ws://`` or ``wss://`` url, and the token."""
+
+    kind: Literal["ws"]
+    url: str
+    token: NotRequired[str]
+    cafile: NotRequired[str]
+    """A client's own: the CA file to trust for ``wss://`` (never in a record)."""
+
+
+Transport: TypeAlias = UnixTransport | TcpTransport | WsTransport
+"""Where a server listens, as its discovery record says (or a ``--server`` url names)."""
 
 
 class RecordFile(TypedDict):
@@ -85,6 +95,7 @@ class RecordFile(TypedDict):
     started_at: float
     transport: Transport
     executions: list[Recorded]
+    ws: NotRequired[WsTransport]
 
 
 class Recorded(TypedDict, total=False):
