@@ -1,5 +1,9 @@
 """The attach suite's client side: a server subprocess on a unix socket, SDK clients on it.
 
+With :data:`TRANSPORT` ``"ws"`` (the attach conftest's ``transport`` fixture sets it) the
+server also listens over WebSocket and every client connects there instead, through the
+verbs' own WebSocket client, presenting the token: the same tests, over the other path.
+
 ``serving(...)`` starts ``attach_server.py`` (until ``agent-channel-acp serve`` lands) with
 the suite's agents; ``Client`` is an SDK ``ClientSideConnection`` over the socket that
 records every inbound frame in order (``rec.wire``). Waits are event-driven
@@ -9,6 +13,7 @@ records every inbound frame in order (``rec.wire``). Waits are event-driven
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -20,8 +25,14 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 from acp.client.connection import ClientSideConnection
+from agent_channel_acp.wire._ws import ws_streams
 from agents import GATES_ENV
 from conftest import GUARD, HERE, Recorder, agent_env
+
+TRANSPORT = "unix"
+"""Which path the clients take: ``"unix"`` or ``"ws"`` (set per test by the fixture)."""
+
+TOKEN_KEY = "agent_channel.token"
 
 
 @dataclass
@@ -115,23 +126,46 @@ class Server:
     proc: asyncio.subprocess.Process
     gates: Path
     clients: list[Client] = field(default_factory=list[Client])
+    ws: tuple[str, str] | None = None
+    """The WebSocket url and token, when the clients go over WebSocket."""
+
+    async def streams(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A byte stream to the server, over the transport of this run."""
+        if self.ws is None:
+            return await asyncio.open_unix_connection(self.path, limit=1 << 24)
+        reader = asyncio.StreamReader(limit=1 << 24)
+        return await ws_streams(self.ws[0], reader=reader)
+
+    @property
+    def meta(self) -> dict[str, str]:
+        """What ``initialize`` carries in ``_meta``: the token over WebSocket."""
+        return {TOKEN_KEY: self.ws[1]} if self.ws is not None else {}
 
     def open(self, name: str) -> None:
         """Open the gate ``name``: the tool waiting at it returns."""
         (self.gates / name).touch()
 
     async def connect(self, **recorder: Any) -> Client:
-        reader, writer = await asyncio.open_unix_connection(self.path, limit=1 << 24)
+        reader, writer = await self.streams()
         rec = AttachRecorder(**recorder)
         conn = ClientSideConnection(rec, writer, reader, observers=[rec.observe])
         with anyio.fail_after(GUARD):
-            await conn.initialize(protocol_version=1)
+            await conn.initialize(protocol_version=1, **self.meta)
         client = Client(conn, rec, writer)
         self.clients.append(client)
         return client
 
     async def raw(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        return await asyncio.open_unix_connection(self.path, limit=1 << 24)
+        """Frames by hand; over WebSocket, once the token was presented (answer consumed)."""
+        reader, writer = await self.streams()
+        if self.ws is not None:
+            params = {"protocolVersion": 1, "_meta": self.meta}
+            hello = {"jsonrpc": "2.0", "id": "auth", "method": "initialize", "params": params}
+            writer.write(json.dumps(hello).encode() + b"\n")
+            with anyio.fail_after(GUARD):
+                answer = json.loads(await reader.readline())
+            assert answer.get("id") == "auth" and "result" in answer, answer
+        return reader, writer
 
     async def stop(self, *, term: bool = False) -> None:
         """Close every client, then end the process: its stdin closed (or SIGTERM with
@@ -155,21 +189,29 @@ class Server:
 
 @asynccontextmanager
 async def serving(*args: str) -> AsyncIterator[Server]:
-    """``attach_server.py *args`` as a subprocess; its stdin closing ends it."""
+    """``attach_server.py *args`` as a subprocess; its stdin closing ends it. The clients
+    go over :data:`TRANSPORT`."""
     gates = Path(tempfile.mkdtemp(prefix="acp-gates-"))
+    over_ws = TRANSPORT == "ws"
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(HERE / "attach_server.py"),
         *args,
+        *(["--ws"] if over_ws else []),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         env=agent_env(**{GATES_ENV: str(gates)}),
     )
     assert proc.stdout is not None and proc.stdin is not None
+    ws: tuple[str, str] | None = None
     with anyio.fail_after(GUARD * 3):
         line = (await proc.stdout.readline()).decode().split()
+        if over_ws and line[:1] == ["WS"]:
+            ws = (line[1], line[2])
+            line = (await proc.stdout.readline()).decode().split()
     assert line and line[0] == "READY", line
-    server = Server(Path(line[1]), line[2:], proc, gates)
+    assert ws is not None or not over_ws, "the server did not listen over WebSocket"
+    server = Server(Path(line[1]), line[2:], proc, gates, ws=ws)
     try:
         yield server
     finally:

@@ -1,7 +1,9 @@
 """A stand-in for ``agent-channel-acp serve`` in the attach suite: an AttachServer on a unix
-socket, running ``--count`` executions of an agent factory, each started on ``--input``.
+socket, running ``--count`` executions of an agent factory, each started on ``--input``;
+with ``--ws`` also over WebSocket (the same listener path as ``serve --ws``).
 
-Prints ``READY <socket path> <execution id>...`` on stdout once it listens; serves until
+Prints ``READY <socket path> <execution id>...`` on stdout once it listens (after
+``WS <url> <token>`` with ``--ws``); serves until
 its stdin closes, then ends every execution and exits.
 """
 
@@ -41,6 +43,7 @@ async def main() -> None:
     parser.add_argument("--approve", action="store_true")
     parser.add_argument("--backlog-limit", type=int, default=None)
     parser.add_argument("--title", default="agent")
+    parser.add_argument("--ws", action="store_true", help="also over WebSocket (WS url token)")
     args = parser.parse_args()
     options: dict[str, Any] = {"replay": args.replay, "approve": args.approve}
     if args.backlog_limit:
@@ -56,6 +59,13 @@ async def main() -> None:
         await asyncio.sleep(0)
     path = Path(tempfile.mkdtemp(prefix="acp-attach-")) / "sock"
     listener = await asyncio.start_unix_server(server.serve_connection, path, limit=1 << 24)
+    endpoint = None
+    if args.ws:
+        from agent_channel_acp.hosting._asgi import WsEndpoint, WsOptions
+
+        endpoint = WsEndpoint(server.serve_connection, WsOptions(0))
+        await endpoint.start()
+        sys.stdout.write(f"WS {endpoint.transport['url']} {endpoint.transport['token']}\n")
     ids = " ".join(e["id"] for e in server.executions())
     sys.stdout.write(f"READY {path} {ids}\n")
     sys.stdout.flush()
@@ -63,7 +73,11 @@ async def main() -> None:
     stdin_closed = loop.run_in_executor(None, sys.stdin.buffer.read)
     await stdin_closed
     listener.close()
+    if endpoint is not None:
+        endpoint.stop_accepting()
     await server.aclose()
+    if endpoint is not None:
+        await endpoint.close()
     for t in runs:
         t.cancel()
     await asyncio.gather(*runs, return_exceptions=True)

@@ -327,3 +327,20 @@ async def in_process(
         client_writer.close()  # EOF for the server
         with anyio.fail_after(GUARD):
             await served
+
+
+@pytest.fixture(params=["unix", "ws"])
+def transport(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The attach suites' transport: a module that ``pytest.mark.usefixtures("transport")``
+    runs each test twice, its clients over the unix socket and over WebSocket."""
+    import attach_harness
+    import serving
+
+    kind: str = request.param
+    attach_harness.TRANSPORT = kind
+    serving.TRANSPORT = kind
+    try:
+        yield kind
+    finally:
+        attach_harness.TRANSPORT = "unix"
+        serving.TRANSPORT = "unix"

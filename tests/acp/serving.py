@@ -26,6 +26,10 @@ from conftest import GUARD, HERE, Recorder, agent_env
 POLL = 0.05
 """Seconds between two looks at a condition being waited for."""
 
+TRANSPORT = "unix"
+"""``"ws"``: ``serve`` also listens over WebSocket (``--ws 0``) and :func:`observe` and
+:func:`connect` go there (set per test by the ``transport`` fixture)."""
+
 
 @dataclass
 class Serving:
@@ -61,8 +65,9 @@ def env(rt: Path, **extra: str) -> dict[str, str]:
 @contextmanager
 def serving(rt: Path, *args: str, **extra_env: str) -> Iterator[Serving]:
     """``agent-channel-acp serve --json ARGS`` until the block ends (then SIGTERM)."""
+    ws = ["--ws", "0"] if TRANSPORT == "ws" else []
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_channel_acp", "serve", "--json", *args],
+        [sys.executable, "-m", "agent_channel_acp", "serve", "--json", *ws, *args],
         env=env(rt, **extra_env),
         stdout=subprocess.PIPE,
         stderr=None,
@@ -125,17 +130,10 @@ def observe(rt: Path, method: str, params: dict[str, Any]) -> dict[str, Any]:
     For watching what the verbs did: in-process, so polling costs no interpreter start.
     """
     (path,) = rt.glob("*.json")
-    transport = json.loads(path.read_text())["transport"]
 
     async def ask() -> dict[str, Any]:
-        if transport["kind"] == "unix":
-            reader, writer = await asyncio.open_unix_connection(transport["path"], limit=1 << 24)
-        else:
-            reader, writer = await asyncio.open_connection(
-                transport["host"], transport["port"], limit=1 << 24
-            )
+        reader, writer, meta = await connect(json.loads(path.read_text()))
         conn = ClientSideConnection(Recorder(), writer, reader)  # pyright: ignore[reportArgumentType]
-        meta = {"agent_channel.token": transport["token"]} if "token" in transport else {}
         try:
             async with asyncio.timeout(GUARD):
                 await conn.initialize(protocol_version=1, **meta)
@@ -145,6 +143,27 @@ def observe(rt: Path, method: str, params: dict[str, Any]) -> dict[str, Any]:
             writer.close()
 
     return asyncio.run(ask())
+
+
+async def connect(
+    record: dict[str, Any],
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, dict[str, str]]:
+    """Streams to the server of ``record`` (a discovery record's JSON) over :data:`TRANSPORT`,
+    and the ``initialize`` ``_meta`` to send (the token, where one is needed)."""
+    transport = record["transport"]
+    if TRANSPORT == "ws":
+        from agent_channel_acp.wire._ws import ws_streams
+
+        transport = record["ws"]
+        reader, writer = await ws_streams(transport["url"], reader=asyncio.StreamReader(1 << 24))
+    elif transport["kind"] == "unix":
+        reader, writer = await asyncio.open_unix_connection(transport["path"], limit=1 << 24)
+    else:
+        reader, writer = await asyncio.open_connection(
+            transport["host"], transport["port"], limit=1 << 24
+        )
+    meta = {"agent_channel.token": transport["token"]} if "token" in transport else {}
+    return reader, writer, meta
 
 
 def executions(rt: Path) -> list[dict[str, Any]]:

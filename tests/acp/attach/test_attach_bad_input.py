@@ -14,7 +14,7 @@ from acp import RequestError
 from attach_harness import bound, serving
 from conftest import GUARD
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("transport")]
 
 
 async def answer(reader: asyncio.StreamReader) -> dict[str, Any]:

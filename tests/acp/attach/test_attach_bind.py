@@ -8,7 +8,7 @@ import pytest
 from acp import RequestError
 from attach_harness import Client, serving
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("transport")]
 
 REPLAY = "agent_channel.replay"
 

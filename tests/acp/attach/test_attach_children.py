@@ -16,9 +16,9 @@ from acp import RequestError
 from acp.client.connection import ClientSideConnection
 from attach_harness import AttachRecorder
 from conftest import GUARD, HERE
-from serving import Serving, executions, serving, wait_for
+from serving import Serving, connect, executions, serving, wait_for
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("transport")]
 
 AGENT = ("--agent", "agents:orchestrator_agent")
 
@@ -30,14 +30,12 @@ def rt(tmp_path: Path) -> Path:
 
 @asynccontextmanager
 async def attached(served: Serving) -> AsyncIterator[tuple[ClientSideConnection, AttachRecorder]]:
-    reader, writer = await asyncio.open_unix_connection(
-        served.record["transport"]["path"], limit=1 << 24
-    )
+    reader, writer, meta = await connect(served.record)
     rec = AttachRecorder()
     conn = ClientSideConnection(rec, writer, reader, observers=[rec.observe])  # pyright: ignore[reportArgumentType]
     try:
         with anyio.fail_after(GUARD):
-            await conn.initialize(protocol_version=1)
+            await conn.initialize(protocol_version=1, **meta)
         yield conn, rec
     finally:
         await conn.close()

@@ -12,7 +12,7 @@ from acp import RequestError
 from acp.schema import AllowedOutcome, RequestPermissionResponse
 from attach_harness import bound, card_status, serving, tool_ids, user_chunks
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("transport")]
 
 
 async def test_a14_several_clients_one_stream_one_queue_observer_refused() -> None:

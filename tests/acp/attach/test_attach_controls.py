@@ -7,7 +7,7 @@ import pytest
 from acp import RequestError
 from attach_harness import bound, card_status, parked, serving, tool_ids, user_chunks
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("transport")]
 
 ENVELOPE = {"as_of", "sessionId", "status", "count", "messages"}
 

@@ -17,7 +17,7 @@ from acp import RequestError
 from attach_harness import Client, bound, parked, serving
 from conftest import GUARD, HERE
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("transport")]
 
 PAGE = 50  # the stated page size (agent/_listing.PAGE_SIZE)
 
