@@ -36,6 +36,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("eager_thread_switches"
 CYCLES = int(os.environ.get("HAMMER_CYCLES", "3000"))
 
 
+
 # -- the shared conversation -----------------------------------------------------------
 
 
