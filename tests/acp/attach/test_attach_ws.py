@@ -369,3 +369,35 @@ async def test_a_ws_client_that_never_reads_is_cut_off_and_the_others_keep_their
             card_status(keeper, sid, t) == "completed" for t in cards
         )
         print(f"a deaf WebSocket client was cut off after {turns} turns of 400 kB")
+
+
+async def test_bridge_takes_server_ws_and_binds_its_first_session_new(rt: Path) -> None:
+    from acp import spawn_agent_process
+    from acp.client.connection import ClientSideConnection
+    from conftest import Recorder
+
+    with ws_serve(rt, "--ws", "0") as served:
+        sid = only_id(served)
+        rec = Recorder()
+        args = ("bridge", sid[:8], "--server", served.url)
+        async with spawn_agent_process(
+            rec,
+            sys.executable,
+            "-m",
+            "agent_channel_acp",
+            *args,
+            env=env(rt),
+            cwd=str(HERE),
+            transport_kwargs={"stderr": None},
+            observers=[rec.observe],
+        ) as (conn, _proc):
+            assert isinstance(conn, ClientSideConnection)
+            with anyio.fail_after(GUARD):
+                await conn.initialize(protocol_version=1)
+                session = await conn.new_session(cwd=str(HERE), mcp_servers=[])
+            assert session.session_id == sid
+            await rec.wait_until(
+                lambda: any(
+                    "Bound to" in u.get("content", {}).get("text", "") for u in rec.updates[sid]
+                )
+            )
