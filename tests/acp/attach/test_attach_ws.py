@@ -434,7 +434,7 @@ async def test_the_console_attaches_over_ws_and_drives(
                 await pilot.click("#input")
                 await pilot.press(*"over the socket")
                 await pilot.press("enter")
-                await until(lambda: "over the socket" in said("queued") + said("user"))
+                await until(lambda: "over the socket" in said("queued") + said("operator"))
                 seen = lambda: "over the socket" in texts(served, sid)  # noqa: E731
                 await asyncio.to_thread(wait_for, seen, "the agent read the message")
         finally:
