@@ -124,6 +124,8 @@ async def ls(out: Out, *, as_json: bool) -> int:
         listing.append(entry)
         started = time.strftime("%H:%M:%S", time.localtime(record.started_at))
         head = f"pid {record.pid}  {record.where()}  since {started}"
+        if not record.pid:  # --server: neither its pid nor its start are known here
+            head = f"remote  {record.where()}"
         if "error" in entry:
             lines.append(f"{head}  not answering: {entry['error']}")
             continue
