@@ -50,7 +50,7 @@ export async function connect(token: string, handlers: Handlers): Promise<Client
         ? { outcome: { outcome: "cancelled" as const } }
         : { outcome: { outcome: "selected" as const, optionId: chosen } };
     });
-  const conn = app.connect(createWebSocketStream(wsUrl()));
+  const conn = app.connect(createWebSocketStream(wsUrl(), { protocols: [], cookies: "omit" }));
   let initialized = false;
   void conn.closed.then(() => handlers.closed?.(initialized ? "the server closed the connection" : "could not connect"));
   try {
