@@ -41,6 +41,12 @@ SEND_BUFFER = 128 << 10
 """Kernel send buffer of the listener's sockets and of each socket pair (doubled by Linux
 from half this): loopback's auto-tuned megabytes would hide a client that never reads."""
 
+READ_CHUNK = 64 << 10
+"""What the pump reads off the socket pair at once (its reader pauses at twice this)."""
+
+MAX_OUT = 2 * MAX_FRAME
+"""Longest frame the server may send one client (beyond it the WebSocket is closed)."""
+
 HTTP_CONNECTIONS = 512
 """HTTP and WebSocket connections uvicorn holds at once (beyond them: 503)."""
 
@@ -200,7 +206,7 @@ class WsEndpoint:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER // 2)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SEND_BUFFER // 2)
         await self.listener.adopt(theirs)
-        reader, writer = await asyncio.open_connection(sock=ours, limit=2 * MAX_FRAME + 2)
+        reader, writer = await asyncio.open_connection(sock=ours, limit=READ_CHUNK)
         inbound = asyncio.create_task(_inbound(receive, writer))
         outbound = asyncio.create_task(_outbound(reader, send))
         try:
@@ -227,16 +233,28 @@ async def _inbound(receive: Any, writer: asyncio.StreamWriter) -> None:
 
 
 async def _outbound(reader: asyncio.StreamReader, send: Any) -> None:
-    """The server's lines to the client, one text message each, until the server closes."""
+    """The server's lines to the client, one text message each, until the server closes.
+
+    Read in chunks, not by ``readuntil``: a reader whose limit fits the longest frame
+    would buffer twice that for a client that does not read before it stops reading the
+    pair, and the server would never see a slow client (its outbox never fills).
+    """
+    buffer = bytearray()
+    scanned = 0
     while True:
-        try:
-            line = await reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError:
+        chunk = await reader.read(READ_CHUNK)
+        if not chunk:
             return
-        except asyncio.LimitOverrunError:
-            log.warning("closing a WebSocket: a frame over %d bytes", 2 * MAX_FRAME)
+        buffer += chunk
+        while (end := buffer.find(b"\n", scanned)) >= 0:
+            line = bytes(buffer[:end])
+            del buffer[: end + 1]
+            scanned = 0
+            await send({"type": "websocket.send", "text": line.decode(errors="replace")})
+        scanned = len(buffer)
+        if scanned > MAX_OUT:
+            log.warning("closing a WebSocket: a frame over %d bytes", MAX_OUT)
             return
-        await send({"type": "websocket.send", "text": line[:-1].decode(errors="replace")})
 
 
 async def _forbidden(send: Any) -> None:
