@@ -7,6 +7,9 @@ import { connect, describe, ext, TokenRefused, type Obj } from "./wire";
 
 export const LIST_EVERY_MS = 1000;
 const MESSAGE_ID = "agent_channel.messageId";
+/** The page is drawn at most this often (at an animation frame): a stream of thousands of
+ * chunks a second then costs a few draws a second, and the CPU goes to reading the stream. */
+export const DRAW_EVERY_MS = 100;
 
 export class Console {
   executions: Obj[] = [];
@@ -19,12 +22,23 @@ export class Console {
   private session: ClientConnection | null = null;
   private binding = 0;
   private frame = 0;
+  private drawn = -Infinity;
 
   constructor(private token: string | null, private draw: () => void) {}
 
   changed(): void {
     if (this.frame) return;
-    this.frame = requestAnimationFrame(() => { this.frame = 0; this.draw(); });
+    this.frame = requestAnimationFrame((now) => {
+      const wait = this.drawn + DRAW_EVERY_MS - now;
+      if (wait > 0) {
+        this.frame = 0;
+        this.frame = window.setTimeout(() => { this.frame = 0; this.changed(); }, wait) + 0;
+        return;
+      }
+      this.frame = 0;
+      this.drawn = now;
+      this.draw();
+    });
   }
 
   async start(): Promise<void> {

@@ -4,7 +4,7 @@
 import { Component, render } from "preact";
 import { useState } from "preact/hooks";
 import { Console } from "./app";
-import type { Entry } from "./fold";
+import { settled, type Entry } from "./fold";
 import type { Json, Obj } from "./wire";
 import { tokenOfPage } from "./wire";
 
@@ -36,7 +36,7 @@ class Row extends Component<{ entry: Entry; version: number; console: Console }>
     return (
       <div class={`entry ${e.kind}${e.interrupted ? " interrupted" : ""}`} data-testid="entry" data-kind={e.kind} data-key={e.key}>
         {PREFIX[e.kind] && <span class="who">{PREFIX[e.kind]}{e.interrupted ? " (interrupted: not in the conversation)" : ""}</span>}
-        <span class="text">{e.text}</span>
+        <span class="text">{settled(e)}</span>
       </div>
     );
   }

@@ -1,6 +1,8 @@
 // The page's ACP connections: the official SDK's client app over a browser WebSocket.
 // The token comes from the URL fragment (#token=...), which never reaches the server's logs.
-import { client, type ClientConnection, type RequestPermissionRequest } from "@agentclientprotocol/sdk";
+import {
+  client, type ClientConnection, type RequestPermissionRequest,
+} from "@agentclientprotocol/sdk";
 import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
 
 export const EXT = "_agent_channel/";
@@ -35,6 +37,39 @@ export function describe(e: unknown): string {
 
 export class TokenRefused extends Error {}
 
+/** A WebSocket whose notifications are folded on arrival, in wire order, straight from their
+ * JSON; only requests and responses reach the SDK's listener. Under 5,000 chunks a second the
+ * SDK's path for each notification (its stream, validation, promise dispatch) capped what
+ * the page could read below the stream's rate and the drawn page fell seconds behind; the
+ * terminal console's link folds the same way (operator/console/_client.py). */
+function foldingSocket(handlers: Handlers): typeof WebSocket {
+  const fold = (data: unknown): boolean => {
+    if (typeof data !== "string") return false;
+    let m: { id?: unknown; method?: unknown; params?: unknown };
+    try { m = JSON.parse(data) as typeof m; } catch { return false; }
+    if (m.id !== undefined || typeof m.method !== "string" || !m.params || typeof m.params !== "object") return false;
+    const params = m.params as Obj;
+    if (m.method === "session/update") {
+      handlers.update?.(String(params.sessionId), (params.update ?? {}) as Obj);
+      return true;
+    }
+    if (m.method.startsWith(EXT)) {
+      handlers.notification?.(m.method, params);
+      return true;
+    }
+    return false;
+  };
+  return class extends WebSocket {
+    override addEventListener(type: string, listener: EventListenerOrEventListenerObject, options?: boolean | AddEventListenerOptions): void {
+      if (type !== "message" || typeof listener !== "function") {
+        super.addEventListener(type, listener, options);
+        return;
+      }
+      super.addEventListener("message", (ev: MessageEvent) => { if (!fold(ev.data)) listener.call(this, ev); }, options);
+    }
+  };
+}
+
 /** One initialized connection; `handlers` get what the server streams on it. */
 export async function connect(token: string, handlers: Handlers): Promise<ClientConnection> {
   const app = client()
@@ -50,7 +85,8 @@ export async function connect(token: string, handlers: Handlers): Promise<Client
         ? { outcome: { outcome: "cancelled" as const } }
         : { outcome: { outcome: "selected" as const, optionId: chosen } };
     });
-  const conn = app.connect(createWebSocketStream(wsUrl(), { protocols: [], cookies: "omit" }));
+  const stream = createWebSocketStream(wsUrl(), { protocols: [], cookies: "omit", WebSocket: foldingSocket(handlers) });
+  const conn = app.connect(stream);
   let initialized = false;
   void conn.closed.then(() => handlers.closed?.(initialized ? "the server closed the connection" : "could not connect"));
   try {
