@@ -34,6 +34,8 @@ sys.path.insert(0, str(HERE.parent / "tests/acp/web"))
 
 import console_stream  # noqa: E402  (this folder: the agent and the baseline)
 
+AGENT = console_stream.AGENT
+
 PROBE = """
 (() => {
   const rate = %(rate)s;
@@ -85,8 +87,7 @@ def page_run(rate: float, seconds: float) -> dict[str, Any]:
         page = browser.new_context(bypass_csp=True).new_page()  # the probe's polling evaluates
         page.add_init_script(PROBE % {"rate": rate})
         proc = subprocess.Popen(
-            [sys.executable, "-m", "agent_channel_acp", "serve", "--json", "--ws", "0"]
-            + list(console_stream.AGENT),
+            [sys.executable, "-m", "agent_channel_acp", "serve", "--json", "--ws", "0", *AGENT],
             env=env,
             stdout=subprocess.PIPE,
             text=True,

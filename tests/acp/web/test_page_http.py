@@ -13,7 +13,9 @@ import pytest
 from browser import page_url
 from serving import ctl, ctl_json, one_line_failure, serving
 
-PAGE = Path(__file__).resolve().parents[3] / "packages/acp-producer/src/agent_channel_acp/hosting/page"
+PAGE = (
+    Path(__file__).resolve().parents[3] / "packages/acp-producer/src/agent_channel_acp/hosting/page"
+)
 
 
 def request(announced: dict[str, Any], path: str, method: str = "GET") -> http.client.HTTPResponse:

@@ -84,10 +84,14 @@ def test_page_shows_executions_and_drives_one(tmp_path: Path, page: Any) -> None
             "never mind this one"
         )
 
-        expect(conversation.locator('[data-kind="tool"][data-status="in_progress"]')).to_have_count(1)
+        expect(conversation.locator('[data-kind="tool"][data-status="in_progress"]')).to_have_count(
+            1
+        )
         page.get_by_test_id("interrupt").click()
         expect(page.get_by_test_id("state")).to_contain_text("turn cancelled")
-        expect(conversation.locator('[data-kind="tool"][data-status="in_progress"]')).to_have_count(0)
+        expect(conversation.locator('[data-kind="tool"][data-status="in_progress"]')).to_have_count(
+            0
+        )
 
         page.get_by_test_id("end").click()
         expect(conversation.locator('[data-kind="note"]').last).to_contain_text(
@@ -114,10 +118,14 @@ def test_page_approves_a_pending_tool_call(tmp_path: Path, page: Any) -> None:
         row = page.locator(f'[data-testid="execution"][data-id="{execution_id}"]')
         expect(row).to_contain_text("approval pending")
         conversation = page.get_by_test_id("conversation")
-        expect(conversation.locator('[data-kind="tool"][data-status="in_progress"]')).to_have_count(0)
+        expect(conversation.locator('[data-kind="tool"][data-status="in_progress"]')).to_have_count(
+            0
+        )
         approval.locator('[data-option="allow_once"]').click()
         expect(approval).to_have_count(0)
-        expect(conversation.locator('[data-kind="tool"][data-status="in_progress"]')).to_have_count(1)
+        expect(conversation.locator('[data-kind="tool"][data-status="in_progress"]')).to_have_count(
+            1
+        )
         expect(row).not_to_contain_text("approval pending")
 
 

@@ -19,13 +19,14 @@ from ._connect import CtlError
 
 def page_url(record: Record) -> str | None:
     """The page's address for ``record``'s WebSocket listener (None: it has none)."""
-    ws = record.ws if record.ws is not None else record.transport
-    if ws.get("kind") != "ws" or not ws.get("url"):
+    t = record.transport
+    ws = record.ws if record.ws is not None else t if t["kind"] == "ws" else None
+    if ws is None:
         return None
-    parts = urlsplit(str(ws["url"]))
+    parts = urlsplit(ws["url"])
     scheme = "https" if parts.scheme == "wss" else "http"
     token = ws.get("token")
-    fragment = f"#token={quote(str(token), safe='')}" if token else ""
+    fragment = f"#token={quote(token, safe='')}" if token else ""
     return f"{scheme}://{parts.netloc}/{fragment}"
 
 
@@ -35,7 +36,9 @@ def web(out: TextIO, *, open_browser: bool, as_json: bool) -> int:
     records = live_records(runtime_dir(create=False))
     found = [(r, u) for r in records if (u := page_url(r)) is not None]
     if not found:
-        why = "no agent-channel server is running" if not records else "no server listens over WebSocket"
+        why = (
+            "no server listens over WebSocket" if records else "no agent-channel server is running"
+        )
         raise CtlError(f"{why}: start one with `agent-channel-acp serve --ws 0 ...`")
     found.sort(key=lambda ru: ru[0].started_at, reverse=True)
     url = found[0][1]
