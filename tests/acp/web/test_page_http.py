@@ -115,3 +115,37 @@ def test_web_verb_without_a_websocket_server_says_how(tmp_path: Path) -> None:
     with serving(tmp_path, "--demo") as s:
         s.ids(1)
         one_line_failure(ctl(tmp_path, "web"), "no server listens over WebSocket", "--ws")
+
+
+def test_web_verb_opens_the_address_and_imports_no_sdk(served: Any, tmp_path: Path) -> None:
+    """``web --open`` hands the address to the browser ``webbrowser`` finds ($BROWSER here,
+    a program that writes down what it was given), and, a verb, it never imports the SDK."""
+    import subprocess
+    import sys
+
+    from conftest import GUARD, HERE
+    from serving import env
+
+    opened = tmp_path / "opened"
+    browser = (
+        f"{sys.executable} -c \"import sys; open({str(opened)!r}, 'w').write(sys.argv[1])\" %s"
+    )
+    script = (
+        "import runpy, sys\n"
+        "sys.argv = ['agent-channel-acp', 'web', '--open']\n"
+        "try:\n"
+        "    runpy.run_module('agent_channel_acp', run_name='__main__')\n"
+        "except SystemExit as e:\n"
+        "    code = e.code\n"
+        "print('sdk imported' if 'acp' in sys.modules else 'no sdk', code, file=sys.stderr)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**env(served.rt), "BROWSER": browser},
+        capture_output=True,
+        text=True,
+        cwd=HERE,
+        timeout=GUARD,
+    )
+    assert run.stderr.strip().endswith("no sdk 0"), run.stderr
+    assert opened.read_text() == page_url(served.announced) == run.stdout.strip()
