@@ -401,3 +401,41 @@ async def test_bridge_takes_server_ws_and_binds_its_first_session_new(rt: Path) 
                     "Bound to" in u.get("content", {}).get("text", "") for u in rec.updates[sid]
                 )
             )
+
+
+async def test_the_console_attaches_over_ws_and_drives(
+    rt: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_channel_acp.operator._connect import remote_record
+    from agent_channel_acp.operator.console._app import Console
+    from agent_channel_acp.operator.console._widgets import EntryView
+    from agent_channel_acp.wire._discovery import use_remote
+
+    monkeypatch.setenv("AGENT_CHANNEL_RUNTIME_DIR", str(rt))
+    with ws_serve(rt, "--ws", "0") as served:
+        sid = only_id(served)
+        use_remote(remote_record(served.url, None, None))  # what `attach --server URL` does
+        try:
+            app = Console()
+            async with app.run_test(size=(120, 40)) as pilot:
+
+                async def until(check: Any) -> None:
+                    with anyio.fail_after(GUARD * 3):
+                        while not check():
+                            await pilot.pause(0.02)
+
+                def said(kind: str) -> str:
+                    return "\n".join(
+                        str(v.content) for v in app.query(EntryView) if v.entry.kind == kind
+                    )
+
+                await until(lambda: app.state.role == "driver")
+                await until(lambda: "briefing" in said("user"))
+                await pilot.click("#input")
+                await pilot.press(*"over the socket")
+                await pilot.press("enter")
+                await until(lambda: "over the socket" in said("queued") + said("operator"))
+                seen = lambda: "over the socket" in texts(served, sid)  # noqa: E731
+                await asyncio.to_thread(wait_for, seen, "the agent read the message")
+        finally:
+            use_remote(None)

@@ -20,7 +20,7 @@ from attach_harness import Client, Server, card_status, parked, tool_ids
 from conftest import GUARD
 from faults import fault_client, frame, half_open, one_result_each, real_serve, rss_kib
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("transport")]
 
 MIB = 1024
 """KiB in a MiB (RSS is read in KiB)."""
@@ -65,12 +65,12 @@ async def _kill_rounds(
     for r in range(rounds):
         # six bound (mid-turn at the kill) and three mid-replay ...
         crowd = await asyncio.gather(
-            *(fault_client(server.path, sid, "bound") for _ in range(6)),
-            *(fault_client(server.path, sid, "replay") for _ in range(3)),
+            *(fault_client(server, sid, "bound") for _ in range(6)),
+            *(fault_client(server, sid, "replay") for _ in range(3)),
         )
         asked = len(keeper.rec.permissions)
         # ... and the driver holding the approval request when it dies
-        driver = await fault_client(server.path, sid, "approval")
+        driver = await fault_client(server, sid, "approval")
         for k in (*crowd, driver):
             k.kill()
         for k in (*crowd, driver):
@@ -136,8 +136,8 @@ async def test_half_open_and_stalled_clients_cost_only_their_bound() -> None:
         await _turn(keeper, sid, "say=warm")
         pace = [await _timed_turns(keeper, sid, 10)]  # reported, never asserted
         base = rss_kib(server.proc.pid)
-        silent = [half_open(server.path) for _ in range(half)]  # connect, never send
-        deaf = [half_open(server.path, small_buffer=True) for _ in range(stalled)]
+        silent = [half_open(server) for _ in range(half)]  # connect, never send
+        deaf = [half_open(server, small_buffer=True) for _ in range(stalled)]
         for s in deaf:  # bind, then never read
             s.sendall(frame(1, "initialize", {"protocolVersion": 1}))
             s.sendall(frame(2, "session/load", {"sessionId": sid, "cwd": "/", "mcpServers": []}))

@@ -149,9 +149,9 @@ async def test_sigterm_with_half_open_and_stalled_clients_still_exits() -> None:
         sid = server.ids[0]
         c = await server.connect()
         await c.load(sid)
-        silent = half_open(server.path)  # connected, never sends
+        silent = half_open(server)  # connected, never sends
         silent.settimeout(GUARD)
-        deaf = half_open(server.path, small_buffer=True)
+        deaf = half_open(server, small_buffer=True)
         deaf.sendall(frame(1, "initialize", {"protocolVersion": 1}))
         deaf.sendall(frame(2, "session/load", {"sessionId": sid, "cwd": "/", "mcpServers": []}))
         await c.prompt(sid, "big=400000")  # far more than the deaf socket's buffers hold

@@ -14,7 +14,7 @@ import pytest
 from attach_harness import bound, card_status, parked, serving, tool_ids
 from conftest import GUARD
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("transport")]
 
 LIMIT = 256 * 1024  # well above one update (see the notes: one update over it drops a client)
 BIG = 60_000  # characters per tool result: a few dozen overflow any socket buffer

@@ -24,7 +24,12 @@ MAX_MESSAGE = 32 << 20
 """Longest message accepted from the server (its frames are at most 16 MiB)."""
 
 HANDSHAKE_LIMIT = 16 << 10
-"""Longest handshake answer read."""
+"""Longest handshake answer read; also the socket reader's limit, so it stops reading
+past twice this (frames are read with ``readexactly``, which any limit allows)."""
+
+PAIR_BUFFER = 64 << 10
+"""Kernel buffers of the socket pair to the app (doubled by Linux): an app that stops
+reading stops the WebSocket soon, and the server sees a slow client."""
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _CONT, _TEXT, _BINARY, _CLOSE, _PING, _PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
@@ -177,7 +182,6 @@ async def connect(
     if fields.get("sec-websocket-accept") != expected:
         writer.close()
         raise WsError("the server's handshake does not answer our key")
-    reader._limit = max_size  # pyright: ignore[reportAttributeAccessIssue] (frames use readexactly)
     return WsClient(reader, writer, max_size=max_size)
 
 
@@ -192,6 +196,9 @@ async def ws_streams(
     ws = await connect(url, cafile=cafile)
     loop = asyncio.get_running_loop()
     ours, theirs = socket.socketpair()
+    for s in (ours, theirs):
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PAIR_BUFFER)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, PAIR_BUFFER)
     reader = reader or asyncio.StreamReader(limit=MAX_MESSAGE, loop=loop)
     protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
     transport, _ = await loop.create_connection(lambda: protocol, sock=ours)
