@@ -19,6 +19,10 @@ LONG_TOOLS = {"AGENT_CHANNEL_DEMO_TOOL_SECONDS": "60"}
 """Demo tools that outlast a test: a tool is running, a message stays queued."""
 
 
+CSP_WATCH = """document.addEventListener("securitypolicyviolation", (e) =>
+  console.log(`CSP refused ${e.violatedDirective} ${e.blockedURI} ${e.sample}`));"""
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     need_chromium()
@@ -35,9 +39,11 @@ def page(browser: Any) -> Iterator[Any]:
     p = context.new_page()
     errors: list[str] = []
     p.on("pageerror", lambda e: errors.append(str(e)))
+    p.add_init_script(CSP_WATCH)
+    p.on("console", lambda m: errors.append(m.text) if m.text.startswith("CSP ") else None)
     yield p
     context.close()
-    assert not errors, errors
+    assert not errors, errors  # no exception, and nothing the page's CSP had to refuse
 
 
 def test_page_shows_executions_and_drives_one(tmp_path: Path, page: Any) -> None:

@@ -1,6 +1,7 @@
 // The web console's view (Preact). Everything it shows comes from the Console controller;
 // rows and entries re-render only when their own version moves, so a fast stream costs one
 // entry's text per frame.
+import "./jitless";
 import { Component, render } from "preact";
 import { useState } from "preact/hooks";
 import { Console } from "./app";
@@ -112,7 +113,8 @@ function Execution({ c }: { c: Console }) {
       </div>
       {a && (
         <div class="approval" data-testid="approval">
-          <b>Approve?</b> {String(a.toolCall.title ?? a.toolCall.toolCallId ?? "")}
+          <b>{String(a.toolCall.toolCallId ?? "").startsWith("question-") ? "The agent asks:" : "Approve?"}</b>{" "}
+          {String(a.toolCall.title ?? a.toolCall.toolCallId ?? "")}
           {a.options.map((o) => (
             <button key={o.optionId} data-testid="option" data-option={o.optionId} onClick={() => a.answer(o.optionId)}>{o.name}</button>
           ))}
