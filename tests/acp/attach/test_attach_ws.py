@@ -439,3 +439,75 @@ async def test_the_console_attaches_over_ws_and_drives(
                 await asyncio.to_thread(wait_for, seen, "the agent read the message")
         finally:
             use_remote(None)
+
+
+# -- in process: the library's way in, and the sockets' options -----------------------------
+
+
+async def test_attachable_ws_serves_the_programs_executions_behind_the_token(
+    rt: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_channel_acp import attachable
+
+    monkeypatch.setenv("AGENT_CHANNEL_RUNTIME_DIR", str(rt))
+    release = asyncio.Event()
+
+    async def body() -> None:
+        await release.wait()
+
+    async with attachable(ws=0) as served:
+        url = served.ws_url
+        assert url is not None and url.startswith("ws://127.0.0.1:")
+        task = asyncio.ensure_future(served.run(body, title="library job"))
+        token = json.loads(served.record.read_text())["ws"]["token"]
+        ws = await connect(url)
+        assert (await call(ws, 1, "initialize", hello(token)))["result"]
+        listed: dict[str, Any] = {}
+        with anyio.fail_after(GUARD):
+            while not listed.get("executions"):
+                listed = (await call(ws, 2, "_agent_channel/list", {}))["result"]
+                await asyncio.sleep(0.01)
+        assert listed["executions"][0]["title"] == "library job"
+        await ws.close()
+        release.set()
+        await task
+
+
+async def test_accepted_tcp_and_ws_sockets_have_nagle_off() -> None:
+    """TCP_NODELAY on what the listeners accept (without it a second small answer waited
+    for the first's delayed ACK, about 40 ms): seen on the server's own sockets."""
+    from agent_channel_acp.hosting._asgi import WsEndpoint, WsOptions
+    from agent_channel_acp.hosting._listen import listen_tcp
+
+    seen: list[int] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        seen.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.write(b'{"jsonrpc":"2.0","id":1,"result":{}}\n')
+        await writer.drain()
+
+    listener = await listen_tcp(handler, 0)
+    t = listener.transport
+    assert t["kind"] == "tcp"
+    try:
+        reader, writer = await asyncio.open_connection(t["host"], t["port"])
+        writer.write(request(1, "initialize", hello(t.get("token"))) + b"\n")
+        with anyio.fail_after(GUARD):
+            await reader.readline()
+        writer.close()
+    finally:
+        await listener.close()
+    assert seen == [1]
+    endpoint = WsEndpoint(handler, WsOptions(0))
+    await endpoint.start()
+    try:
+        ws = await connect(endpoint.transport["url"])
+        server = endpoint._server  # pyright: ignore[reportPrivateUsage]
+        (conn,) = server.server_state.connections
+        sock = conn.transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) <= 2 * (128 << 10)
+        await ws.close()
+    finally:
+        await endpoint.close()
