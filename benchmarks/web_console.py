@@ -40,9 +40,10 @@ AGENT = console_stream.AGENT
 PROBE = """
 (() => {
   const rate = %(rate)s;
-  const lag = (window.__lag = { lags: [], due: [], last: -1, start: null, done: null, frames: 0 });
+  const lag = (window.__lag = { lags: [], due: [], last: -1, bound: null, start: null, done: null, frames: 0 });
   const tick = () => {
     lag.frames++;
+    if (lag.bound === null && document.querySelector('[data-kind="system"]')) lag.bound = Date.now() / 1000;
     const drawn = document.querySelectorAll('[data-kind="agent"] .text');
     const el = drawn[drawn.length - 1];
     if (el) {
@@ -117,6 +118,7 @@ def page_run(rate: float, seconds: float) -> dict[str, Any]:
         "median_lag_s": round(statistics.median(lags), 4),
         "last_chunk_drawn": result["last"],
         "agent_rate_reached": round(total / (done - start), 1) if done and start else None,
+        "bound_before_the_stream_s": round(start - result["bound"], 3) if start else None,
         "frames": result["frames"],
         "worst_lag_by_second_of_the_stream": [round(by_second[k], 3) for k in sorted(by_second)],
         "js_heap_mib": round(result["heap"] / 2**20, 1) if result.get("heap") else None,
