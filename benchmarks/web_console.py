@@ -40,10 +40,14 @@ AGENT = console_stream.AGENT
 PROBE = """
 (() => {
   const rate = %(rate)s;
-  const lag = (window.__lag = { lags: [], due: [], last: -1, bound: null, start: null, done: null, frames: 0 });
+  const lag = (window.__lag = {
+    lags: [], due: [], last: -1, bound: null, start: null, done: null, frames: 0,
+  });
   const tick = () => {
     lag.frames++;
-    if (lag.bound === null && document.querySelector('[data-kind="system"]')) lag.bound = Date.now() / 1000;
+    if (lag.bound === null && document.querySelector('[data-kind="system"]')) {
+      lag.bound = Date.now() / 1000;
+    }
     const drawn = document.querySelectorAll('[data-kind="agent"] .text');
     const el = drawn[drawn.length - 1];
     if (el) {
