@@ -60,6 +60,10 @@ def check_wheel(wheel: Path, package: str, version: str) -> list[str]:
         problems.append(f"{wheel.name}: ships {sorted(tops)}, not only {package}")
     if f"{package}/py.typed" not in names:
         problems.append(f"{wheel.name}: no {package}/py.typed")
+    if package == "agent_channel_acp":  # the web console, built (packages/acp-producer/web)
+        for page in ("index.html", "app.js", "app.css"):
+            if f"{package}/hosting/page/{page}" not in names:
+                problems.append(f"{wheel.name}: no {package}/hosting/page/{page} (the web console)")
     if license_text.decode() != (ROOT / "LICENSE").read_text():
         problems.append(f"{wheel.name}: {info}/licenses/LICENSE missing or not the repository's")
     return problems

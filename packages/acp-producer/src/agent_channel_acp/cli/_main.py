@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 _VERBS = frozenset(
-    {"ls", "messages", "send", "cancel", "cancel-tool", "queue", "end", "bridge", "answer"}
+    {"ls", "messages", "send", "cancel", "cancel-tool", "queue", "end", "bridge", "answer", "web"}
 )
 
 
@@ -227,6 +227,13 @@ def _verb(args: argparse.Namespace) -> int:
         from ..operator._bridge import bridge
 
         return ctl.run_verb(lambda: bridge(target))
+    if args.command == "web":
+        from ..operator._web import web
+
+        async def page() -> int:
+            return web(out, open_browser=args.open, as_json=as_json)
+
+        return ctl.run_verb(page)
     verbs: dict[str, Callable[[], Coroutine[object, object, int]]] = {
         "ls": lambda: ctl.ls(out, as_json=as_json),
         "messages": lambda: ctl.messages(

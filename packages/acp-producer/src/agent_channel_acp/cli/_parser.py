@@ -327,6 +327,8 @@ def _add_verbs(add_parser: AddParser) -> None:
     end = verb("end", "end an execution (not an interrupt: its loop stops)")
     end.add_argument("--reason", metavar="TEXT", help="why, shown to attached clients")
     verb("bridge", "relay stdio to a running agent (launch this from Zed)", target="optional")
+    web = verb("web", "print the web console's address, its token included", target="none")
+    web.add_argument("--open", action="store_true", help="open it in a browser too")
 
 
 def add_remote(parser: argparse.ArgumentParser) -> None:

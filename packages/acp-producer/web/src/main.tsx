@@ -1,0 +1,153 @@
+// The web console's view (Preact). Everything it shows comes from the Console controller;
+// rows and entries re-render only when their own version moves, so a fast stream costs one
+// entry's text per frame.
+import "./jitless";
+import { Component, render } from "preact";
+import { useState } from "preact/hooks";
+import { Console } from "./app";
+import { settled, type Entry } from "./fold";
+import type { Json, Obj } from "./wire";
+import { tokenOfPage } from "./wire";
+
+const LABELS: Record<string, string> = {
+  pending: "pending", in_progress: "running", completed: "done", failed: "failed", cancelled: "cancelled",
+};
+const PREFIX: Record<string, string> = {
+  operator: "operator", user: "user", system: "system", agent: "agent", reasoning: "thinking", note: "",
+};
+
+class Row extends Component<{ entry: Entry; version: number; console: Console }> {
+  shouldComponentUpdate(next: { version: number; entry: Entry }): boolean {
+    return next.version !== this.props.version || next.entry !== this.props.entry;
+  }
+  render() {
+    const { entry: e, console: c } = this.props;
+    if (e.kind === "tool") {
+      const id = e.key.slice("tool:".length);
+      return (
+        <div class={`entry tool ${e.status}`} data-testid="entry" data-kind="tool" data-key={e.key} data-status={e.status}>
+          <span class="badge">{LABELS[e.status] ?? e.status}</span> <b>{e.title}</b>
+          {e.result && <span class="result"> → {e.result}</span>}
+          {e.status === "in_progress" && (
+            <button data-testid="cancel-tool" onClick={() => void c.cancelTool(id)}>cancel this tool</button>
+          )}
+        </div>
+      );
+    }
+    return (
+      <div class={`entry ${e.kind}${e.interrupted ? " interrupted" : ""}`} data-testid="entry" data-kind={e.kind} data-key={e.key}>
+        {PREFIX[e.kind] && <span class="who">{PREFIX[e.kind]}{e.interrupted ? " (interrupted: not in the conversation)" : ""}</span>}
+        <span class="text">{settled(e)}</span>
+      </div>
+    );
+  }
+}
+
+function badges(e: Obj): string[] {
+  const out: string[] = [];
+  if (e.status === "waiting for operator") out.push("waiting for you");
+  if (e.pendingApproval) out.push("approval pending");
+  if (e.pendingQuestion) out.push("question pending");
+  if (typeof e.queued === "number" && e.queued > 0) out.push(`${e.queued} queued`);
+  if (e.drivable === false) out.push("observe-only");
+  return out;
+}
+
+function Fleet({ c }: { c: Console }) {
+  return (
+    <table class="fleet" data-testid="fleet">
+      <thead><tr><th>execution</th><th>status</th><th>turn</th><th>messages</th><th /></tr></thead>
+      <tbody>
+        {c.executions.map((e) => {
+          const id = String(e.id);
+          const children = (Array.isArray(e.children) ? e.children : []) as Obj[];
+          return [
+            <tr key={id} data-testid="execution" data-id={id} data-status={String(e.status)}
+              class={id === c.selected ? "selected" : ""} onClick={() => void c.select(id)}>
+              <td><b>{String(e.title ?? "")}</b> <code>{id.slice(0, 8)}</code></td>
+              <td>{String(e.status ?? "")}</td>
+              <td>{String(e.turnState ?? "")}</td>
+              <td>{String(e.messageCount ?? "")}</td>
+              <td>{badges(e).map((b) => <span class="badge" key={b}>{b}</span>)}</td>
+            </tr>,
+            ...children.map((k: Json) => {
+              const child = k as Obj;
+              return (
+                <tr key={`${id}/${String(child.id)}`} class="child" data-testid="child">
+                  <td style={{ paddingLeft: `${Number(child.depth ?? 1) * 1.5}em` }}>↳ {String(child.name ?? "")} <code>{String(child.id ?? "")}</code></td>
+                  <td>{String(child.status ?? "")}{child.end ? ` (${String(child.end)})` : ""}</td>
+                  <td>{String(child.turns ?? 0)} turns</td><td /><td />
+                </tr>
+              );
+            }),
+          ];
+        })}
+      </tbody>
+    </table>
+  );
+}
+
+function Composer({ c }: { c: Console }) {
+  const [text, setText] = useState("");
+  const send = () => { if (text.trim()) { void c.send(text); setText(""); } };
+  return (
+    <form class="composer" onSubmit={(ev) => { ev.preventDefault(); send(); }}>
+      <input data-testid="message" value={text} placeholder="a message (read at the agent's next step)"
+        onInput={(ev) => setText((ev.target as HTMLInputElement).value)} />
+      <button type="submit" data-testid="send">send</button>
+      <button type="button" data-testid="interrupt" onClick={() => void c.interrupt()}>interrupt</button>
+      <button type="button" data-testid="end" class="danger" onClick={() => void c.end()}>end</button>
+    </form>
+  );
+}
+
+function Execution({ c }: { c: Console }) {
+  const f = c.fold;
+  if (c.selected === null) return <section class="execution"><p>No execution selected.</p></section>;
+  const a = f.approval;
+  return (
+    <section class="execution" data-testid="execution-view" data-id={c.selected}>
+      <h2>{f.title || c.selected} <span class="state" data-testid="state">{f.status} · turn {f.turn || "idle"}{f.role ? ` · ${f.role}` : ""}</span></h2>
+      <div class="conversation" data-testid="conversation">
+        {[...f.entries.values()].map((e) => <Row key={e.key} entry={e} version={e.version} console={c} />)}
+      </div>
+      {a && (
+        <div class="approval" data-testid="approval">
+          <b>{String(a.toolCall.toolCallId ?? "").startsWith("question-") ? "The agent asks:" : "Approve?"}</b>{" "}
+          {String(a.toolCall.title ?? a.toolCall.toolCallId ?? "")}
+          {a.options.map((o) => (
+            <button key={o.optionId} data-testid="option" data-option={o.optionId} onClick={() => a.answer(o.optionId)}>{o.name}</button>
+          ))}
+        </div>
+      )}
+      {f.queue.length > 0 && (
+        <ul class="queue" data-testid="queue">
+          {f.queue.map((q) => (
+            <li key={q.id} data-testid="queued" data-id={q.id}>
+              <span class="badge">queued</span> {q.text}
+              <button data-testid="withdraw" onClick={() => void c.withdraw(q.id)}>withdraw</button>
+            </li>
+          ))}
+        </ul>
+      )}
+      {!f.ended && <Composer c={c} />}
+      {c.notice && <p class="notice" data-testid="notice">{c.notice}</p>}
+    </section>
+  );
+}
+
+function Page({ c }: { c: Console }) {
+  if (c.fatal) return <main><h1>agent-channel</h1><p class="error" data-testid="error">{c.fatal}</p></main>;
+  return (
+    <main>
+      <header><h1>agent-channel</h1><span data-testid="connection">{c.status}</span></header>
+      <div class="panes"><Fleet c={c} /><Execution c={c} /></div>
+    </main>
+  );
+}
+
+const root = document.getElementById("app")!;
+const consoleApp: Console = new Console(tokenOfPage(), () => render(<Page c={consoleApp} />, root));
+history.replaceState(null, "", location.pathname); // the token leaves the address bar
+render(<Page c={consoleApp} />, root);
+void consoleApp.start();
