@@ -56,6 +56,7 @@ async def test_a22_cancel_one_tool_call_turn_goes_on() -> None:
         await c.until(lambda: len(tool_ids(c, sid)) == 2)
         server.open("b")
         await c.until(lambda: "results:" in c.rec.texts(sid))
+        await parked(c, sid)  # the reply's last chunk came before this answer (A-ordering)
         assert "cancelled" not in c.rec.states(sid)  # no interrupt: the turn went on
         assert "operator" in c.rec.texts(sid).split("results:")[-1]
         again = await c.ext("cancel_tool_call", sessionId=sid, toolCallId=first)
