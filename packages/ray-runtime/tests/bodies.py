@@ -44,3 +44,22 @@ async def stoppable() -> str:
 async def forever() -> None:
     """Never drain anything: items stay queued (for withdraw and ChannelFull)."""
     await anyio.sleep_forever()
+
+
+def quickstart_agent() -> object:
+    """The react README's quickstart agent: a scripted model looks 'answer' up and submits."""
+    from agent_channel_react import ScriptedModel, call, react, tool, tool_call
+
+    @tool(kind="search", title="Looking up {topic}")
+    async def lookup(topic: str) -> str:
+        """Look a topic up.
+
+        Args:
+            topic: What to look up.
+        """
+        return f"{topic}: 42"
+
+    model = ScriptedModel(
+        [call(tool_call("lookup", topic="answer")), call(tool_call("submit", answer="42"))]
+    )
+    return react(model=model, tools=[lookup])

@@ -24,3 +24,11 @@ def cluster() -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def pool(cluster: None) -> object:
+    """One host actor for the tests that need no actor of their own (an actor takes ~3 s)."""
+    import agent_channel_ray as acr
+
+    return acr.ExecutionHost.remote()

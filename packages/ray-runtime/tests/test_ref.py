@@ -36,8 +36,8 @@ def test_post_is_folded_in_and_the_body_returns() -> None:
     assert ref.closed
 
 
-def test_errors_are_the_local_refs_own() -> None:
-    ref = acr.launch(bodies.inbox)
+def test_errors_are_the_local_refs_own(pool: object) -> None:
+    ref = acr.launch(bodies.inbox, host=pool)
     with pytest.raises(TypeError) as remote:
         ref.post("not an item")  # type: ignore[arg-type]
     assert not isinstance(remote.value, ray.exceptions.RayError)
@@ -50,8 +50,8 @@ def test_errors_are_the_local_refs_own() -> None:
     assert type(closed.value) is ChannelClosed
 
 
-def test_a_full_channel_raises_channel_full() -> None:
-    ref = acr.launch(bodies.forever, max_queued=2)
+def test_a_full_channel_raises_channel_full(pool: object) -> None:
+    ref = acr.launch(bodies.forever, host=pool, max_queued=2)
     ref.post(UserMessage("a"))
     ref.post(UserMessage("b"))
     with pytest.raises(ChannelFull):
@@ -59,8 +59,8 @@ def test_a_full_channel_raises_channel_full() -> None:
     ray.cancel(ref.run)
 
 
-def test_withdraw_takes_back_a_queued_item() -> None:
-    ref = acr.launch(bodies.forever)
+def test_withdraw_takes_back_a_queued_item(pool: object) -> None:
+    ref = acr.launch(bodies.forever, host=pool)
     item = UserMessage("take me back")
     ref.post(item)
     assert ref.withdraw(item.id) is True
@@ -69,8 +69,8 @@ def test_withdraw_takes_back_a_queued_item() -> None:
     ray.cancel(ref.run)
 
 
-def test_interrupt_arrives_as_agent_interrupted_in_the_body() -> None:
-    ref = acr.launch(bodies.stoppable)
+def test_interrupt_arrives_as_agent_interrupted_in_the_body(pool: object) -> None:
+    ref = acr.launch(bodies.stoppable, host=pool)
     seen = threading.Event()
     snapshot, stop = ref.watch(lambda e: seen.set() if e.type == "turn_started" else None)
     if snapshot.turn_state != "started":  # the scope may be entered before we watch
@@ -80,8 +80,8 @@ def test_interrupt_arrives_as_agent_interrupted_in_the_body() -> None:
     stop()
 
 
-def test_a_ref_from_the_registry_drives_the_same_execution() -> None:
-    launched = acr.launch(bodies.inbox, title="listed")
+def test_a_ref_from_the_registry_drives_the_same_execution(pool: object) -> None:
+    launched = acr.launch(bodies.inbox, title="listed", host=pool)
     found = acr.ref_for(launched.execution_id)
     found.post(UserMessage("via the registry"))
     found.post(UserMessage("stop"))
@@ -91,11 +91,11 @@ def test_a_ref_from_the_registry_drives_the_same_execution() -> None:
         acr.ref_for("no-such-execution")
 
 
-def test_a_late_watcher_gets_snapshot_then_live_with_no_gap() -> None:
+def test_a_late_watcher_gets_snapshot_then_live_with_no_gap(pool: object) -> None:
     """A thread posts while watchers join at random moments: each watcher's snapshot plus
     the events it is called with hold every message once, in order."""
     total = 60
-    ref = acr.launch(bodies.inbox)
+    ref = acr.launch(bodies.inbox, host=pool)
     joined: list[tuple[list[str], list[ExecutionEvent], threading.Event]] = []
     lock = threading.Lock()
     stops: list[Callable[[], None]] = []
