@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import anyio
-
 from agent_channel import (
     AgentInterrupted,
     ChatMessage,

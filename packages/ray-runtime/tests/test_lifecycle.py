@@ -6,12 +6,11 @@ import functools
 import threading
 import time
 
+import agent_channel_ray as acr
 import pytest
 import ray
-from ray.exceptions import TaskCancelledError
-
-import agent_channel_ray as acr
 from agent_channel import ExecutionEvent, ExecutionFinished
+from ray.exceptions import TaskCancelledError
 
 from . import bodies
 

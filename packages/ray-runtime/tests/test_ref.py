@@ -5,10 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import agent_channel_ray as acr
 import pytest
 import ray
-
-import agent_channel_ray as acr
 from agent_channel import (
     AgentRef,
     ChannelClosed,
@@ -110,8 +109,9 @@ def test_a_late_watcher_gets_snapshot_then_live_with_no_gap(pool: object) -> Non
         done = threading.Event()
         events: list[ExecutionEvent] = []
 
-        def on_event(e: ExecutionEvent, events: list[ExecutionEvent] = events,
-                     done: threading.Event = done) -> None:
+        def on_event(
+            e: ExecutionEvent, events: list[ExecutionEvent] = events, done: threading.Event = done
+        ) -> None:
             with lock:
                 events.append(e)
             if isinstance(e, ExecutionFinished):

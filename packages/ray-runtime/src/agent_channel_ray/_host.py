@@ -10,10 +10,11 @@ in one step: nothing can be published between them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from agent_channel import (
     AgentRef,
@@ -24,7 +25,6 @@ from agent_channel import (
     TurnState,
     open_channel,
 )
-
 from agent_channel._channel import MAX_QUEUED
 
 from ._wire import Batch, Outcome, call
@@ -51,7 +51,7 @@ def load_body(spec: str | Body) -> Body:
         found = getattr(found, part)
     if not callable(found):
         raise TypeError(f"{spec} is not callable")
-    return found
+    return cast(Body, found)
 
 
 class _Hosted:
@@ -196,10 +196,8 @@ class ExecutionHostActor:
         await hosted.opened.wait()
         if hosted.next_seq <= after and not hosted.closed:
             wake = hosted.wake
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), wait)
-            except TimeoutError:
-                pass
         log = hosted.log
         if log and log[0][0] > after:
             return Batch(events=(), closed=hosted.closed, lost=True)

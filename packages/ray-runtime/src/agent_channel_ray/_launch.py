@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import ray
-
 from agent_channel import new_id
-
 from agent_channel._channel import MAX_QUEUED
 
 from ._host import Body, ExecutionHostActor
 from ._ref import RayRef
 from ._registry import registry
 
-ExecutionHost: Any = ray.remote(num_cpus=0, max_concurrency=10_000)(ExecutionHostActor)
+_as_actor: Any = ray.remote  # its stubs know no max_concurrency
+
+ExecutionHost: Any = _as_actor(num_cpus=0, max_concurrency=10_000)(ExecutionHostActor)
 """The host actor: ``ExecutionHost.remote()`` starts one, to pass as ``launch(..., host=)``.
 It takes no CPU: executions wait on models and tools, not compute."""
 

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 import ray
-
 from agent_channel import (
     Cancel,
     ChannelItem,
@@ -25,7 +24,7 @@ from agent_channel import (
     TurnState,
 )
 
-from ._wire import Batch
+from ._wire import Batch, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +60,8 @@ class RayRef:
         return self._run
 
     def _call(self, method: str, *args: Any) -> Any:
-        return ray.get(getattr(self._host, method).remote(self._id, *args)).unwrap()
+        outcome: Outcome = ray.get(getattr(self._host, method).remote(self._id, *args))
+        return outcome.unwrap()
 
     def post(self, item: ChannelItem) -> None:
         """Queue a cooperative item, as ``AgentRef.post``: ``ChannelClosed``, ``ChannelFull``

@@ -16,6 +16,8 @@ from ray.exceptions import RayActorError, TaskCancelledError
 
 from ._wire import Record
 
+_as_actor: Any = ray.remote  # its stubs know no max_concurrency
+
 NAME = "agent_channel_registry"
 NAMESPACE = "agent_channel"
 RECORD_LIMIT = 10_000
@@ -86,7 +88,7 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-_Registry = ray.remote(num_cpus=0, max_concurrency=10_000)(RegistryActor)
+_Registry = _as_actor(num_cpus=0, max_concurrency=10_000)(RegistryActor)
 
 
 def registry() -> Any:
