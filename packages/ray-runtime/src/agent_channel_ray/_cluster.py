@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+# Read by ray when it is imported (see _quiet_uv): set before, for a driver importing us first.
+os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+
 import ray
 
 from ._ref import RayRef
