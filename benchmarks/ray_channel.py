@@ -8,11 +8,12 @@ dashboard). ``--executions`` executions run on ``--hosts`` pooled ``ExecutionHos
 is the other process: every call crosses to an actor. Per round, alternating with the
 baseline (a bare async actor call, ``ray.get(host.ping.remote())``, on the same hosts):
 
-1. **interrupt**: each execution sits in a scope; ``ref.interrupt()`` from here, and the body
-   stamps the moment its ``AgentInterrupted`` is caught (``time.monotonic``, one clock on
+1. **interrupt**: each execution sits in a scope; ``ref.interrupt()`` from here, one after
+   the other, and the body stamps the moment its ``AgentInterrupted`` is caught (``time.monotonic``, one clock on
    Linux across processes); interrupt-to-caught, p50 and p99 over the executions.
 2. **post**: each execution waits in ``receive()``; ``ref.post(UserMessage)`` from here, and
-   the body stamps the moment the item reaches it; post-to-received, p50 and p99.
+   the body stamps the moment the item reaches it; post-to-received, p50 and p99. The bodies
+   end only at a second message, posted once every figure of the round is sent.
 
 Each p99 is divided by the baseline's p99 of the same round (target <= 1.5x); the median of
 the rounds is reported. Memory: the PSS of each host actor's process (``/proc/PID/
@@ -37,20 +38,26 @@ from agent_channel import AgentInterrupted, UserMessage, agent_channel
 
 
 async def wait_interrupt() -> float:
-    """Sit in a scope; the moment the interrupt is caught."""
+    """Sit in a scope; the moment the interrupt is caught. It ends only at a later message,
+    so no run finishes (and no registry entry changes) while others are being measured."""
     ch = agent_channel()
+    caught = float("nan")
     try:
         with ch.scope():
             await anyio.sleep_forever()
     except AgentInterrupted:
-        return time.monotonic()
-    return float("nan")
+        caught = time.monotonic()
+    await ch.receive()
+    return caught
 
 
 async def wait_post() -> float:
-    """Park for a message; the moment it arrives."""
-    await agent_channel().receive()
-    return time.monotonic()
+    """Park for a message; the moment it arrives (then wait for the end, as above)."""
+    ch = agent_channel()
+    await ch.receive()
+    received = time.monotonic()
+    await ch.receive()
+    return received
 
 
 async def park() -> None:
@@ -98,6 +105,8 @@ def interrupt_round(hosts: list[Any], n: int) -> list[float]:
     for ref in refs:
         sent.append(time.monotonic())
         ref.interrupt()
+    for ref in refs:
+        ref.post(UserMessage("end"))
     caught = [ref.result(timeout=120) for ref in refs]
     return [c - s for c, s in zip(caught, sent, strict=True)]
 
@@ -110,6 +119,8 @@ def post_round(hosts: list[Any], n: int) -> list[float]:
     for ref in refs:
         sent.append(time.monotonic())
         ref.post(UserMessage("go"))
+    for ref in refs:
+        ref.post(UserMessage("end"))
     received = [ref.result(timeout=120) for ref in refs]
     return [r - s for r, s in zip(received, sent, strict=True)]
 

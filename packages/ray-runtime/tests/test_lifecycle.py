@@ -76,3 +76,14 @@ def test_the_react_loop_runs_as_a_body(pool: object) -> None:
     done = ref.result(timeout=DEADLINE)
     assert (done.output.completion, done.output.end) == ("42", "submitted")
     assert any(m.role == "tool" for m in ref.messages())
+
+
+def test_a_body_named_by_spec_runs_and_a_bad_spec_is_reported(pool: object) -> None:
+    ref = acr.launch("asyncio:sleep", 0, host=pool)  # imported on the worker, then called
+    assert ref.result(timeout=DEADLINE) is None
+    assert _record(ref.execution_id, "ended").reason == "finished"
+    bad = acr.launch("no-colon-here", host=pool)
+    with pytest.raises(ValueError, match="module:attr"):
+        bad.result(timeout=DEADLINE)
+    reason = _record(bad.execution_id, "ended").reason
+    assert reason is not None and reason.startswith("failed:")
