@@ -9,8 +9,9 @@ is the other process: every call crosses to an actor. Per round, alternating wit
 baseline (a bare async actor call, ``ray.get(host.ping.remote())``, on the same hosts):
 
 1. **interrupt**: each execution sits in a scope; ``ref.interrupt()`` from here, one after
-   the other, and the body stamps the moment its ``AgentInterrupted`` is caught (``time.monotonic``, one clock on
-   Linux across processes); interrupt-to-caught, p50 and p99 over the executions.
+   the other, and the body stamps the moment its ``AgentInterrupted`` is caught
+   (``time.monotonic``, one clock on Linux across processes); interrupt-to-caught, p50 and
+   p99 over the executions.
 2. **post**: each execution waits in ``receive()``; ``ref.post(UserMessage)`` from here, and
    the body stamps the moment the item reaches it; post-to-received, p50 and p99. The bodies
    end only at a second message, posted once every figure of the round is sent.
