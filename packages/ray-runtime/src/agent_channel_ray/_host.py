@@ -108,8 +108,8 @@ class ExecutionHostActor:
         execution whose caller cancelled it does (``stop_reason`` ``cancelled``).
         """
         hosted = self._get(execution_id)
-        fn = load_body(body)
-        try:
+        try:  # a body that cannot be loaded ends the execution too (launch waits for it)
+            fn = load_body(body)
             async with open_channel(max_queued=max_queued) as ch:
                 ref = ch.ref()
                 snapshot, _ = ref.watch(hosted.record)
@@ -133,13 +133,9 @@ class ExecutionHostActor:
 
     async def opened(self, execution_id: str) -> bool:
         """Wait until the execution's channel is open; ``False`` if it ended first."""
-        await self._ref_or_none(execution_id)
-        return not self._executions[execution_id].closed
-
-    async def _ref_or_none(self, execution_id: str) -> AgentRef | None:
-        hosted = self._get(execution_id)
+        hosted = self._get(execution_id)  # its run may not have started yet
         await hosted.opened.wait()
-        return hosted.ref
+        return not hosted.closed
 
     async def post(self, execution_id: str, item: ChannelItem) -> Outcome:
         ref = await self._ref(execution_id)
@@ -179,7 +175,8 @@ class ExecutionHostActor:
         return self._tokens
 
     async def release_live(self, execution_id: str, token: int) -> None:
-        release = self._get(execution_id).live.pop(token, None)
+        hosted = self._executions.get(execution_id)
+        release = hosted.live.pop(token, None) if hosted is not None else None
         if release is not None:
             release()
 
@@ -192,7 +189,9 @@ class ExecutionHostActor:
 
     async def events(self, execution_id: str, after: int, wait: float = 1.0) -> Batch:
         """The logged events numbered ``after`` and up; waits up to ``wait`` s for one."""
-        hosted = self._get(execution_id)
+        hosted = self._executions.get(execution_id)
+        if hosted is None:  # forgotten (see ENDED_LIMIT): nothing more will come
+            return Batch(events=(), closed=True, lost=True)
         await hosted.opened.wait()
         if hosted.next_seq <= after and not hosted.closed:
             wake = hosted.wake

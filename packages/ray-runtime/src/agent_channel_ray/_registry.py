@@ -8,11 +8,12 @@ listed as running forever.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import OrderedDict
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError, TaskCancelledError
+from ray.exceptions import RayActorError, RayTaskError, TaskCancelledError
 
 from ._wire import Record
 
@@ -56,6 +57,9 @@ class RegistryActor:
             reason = "cancelled"
         except RayActorError as exc:
             reason = f"its actor died: {_first_line(exc)}"
+        except RayTaskError as exc:  # the body raised: it ended with that error
+            cause = exc.cause
+            reason = f"failed: {type(cause).__name__}: {_first_line(cause)}"
         except Exception as exc:  # the body raised: it ended with that error
             reason = f"failed: {_first_line(exc)}"
         record = self._records.get(execution_id)
@@ -83,7 +87,7 @@ class RegistryActor:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip() or type(exc).__name__
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
 
