@@ -27,6 +27,7 @@ EXAMPLES = {
         "import asyncio\nfrom agent_channel import ChatMessageUser, open_channel",
     ),
     "slow-tools": "docs/examples/slow_tools.py",
+    "ray-quickstart": ("packages/ray-runtime/README.md", "import agent_channel_ray as acr"),
 }
 
 

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = (
     ROOT / "packages/channel-core/src/agent_channel/__init__.py",
     ROOT / "packages/acp-producer/src/agent_channel_acp/__init__.py",
+    ROOT / "packages/ray-runtime/src/agent_channel_ray/__init__.py",
 )
 # The pages a user of the packages reads (not decisions.md, architecture.md: the insides).
 USER_DOCS = (

@@ -6,7 +6,10 @@
   by a runtime: a message answered through a tool, then a stop in the middle of the tool;
 - react: its wheel and the core's; the react README's quickstart prints ``42 submitted``;
 - acp: its wheel and the core's (pip brings the ACP SDK); ``agent-channel-acp --version``,
-  then the core README's agent served over stdio to the SDK's client.
+  then the core README's agent served over stdio to the SDK's client;
+- ray: its wheel and the core's (pip brings ray, ~200 MB installed: from uv's cache in CI);
+  the ray README's quickstart starts a local cluster, runs its body in an actor and prints
+  ``heard: hello``.
 
 What runs is read out of the READMEs (``examples.py``), so what a reader copies is what
 was run. No venv sees the workspace: each interpreter runs with ``-E -s`` and an
@@ -225,15 +228,30 @@ def smoke_acp(work: Path, core: Path, acp: Path, version: str) -> str:
     return f"acp: {len(installed)} distributions; {shown}; the README agent served over stdio"
 
 
+def smoke_ray(work: Path, core: Path, ray_wheel: Path) -> str:
+    folder = work / "ray-example"
+    folder.mkdir()
+    python = _venv(work, "ray-venv", [ray_wheel, core])
+    installed = _installed(python, folder)
+    _check("ray" in installed, "no ray in the ray venv", installed)
+    strays = installed & {"agent-channel-react", "agent-channel-acp", "agent-client-protocol"}
+    _check(not strays, "the ray wheel pulled in", strays)
+    (folder / "quickstart.py").write_text(example("ray-quickstart"))
+    out = _run(python, "-E", "-s", "quickstart.py", cwd=folder).strip().splitlines()
+    _check("heard: hello" in out, "the ray quickstart printed", out)
+    return f"ray: {len(installed)} distributions; the README quickstart printed 'heard: hello'"
+
+
 def main(dist: Path) -> None:
     def wheel(name: str) -> Path:
         (found,) = dist.glob(f"{name}-*-py3-none-any.whl")
         return found
 
-    core, react, acp = (
+    core, react, acp, ray_wheel = (
         wheel("agent_channel_core"),
         wheel("agent_channel_react"),
         wheel("agent_channel_acp"),
+        wheel("agent_channel_ray"),
     )
     version = acp.name.split("-")[1]
     with tempfile.TemporaryDirectory(prefix="smoke-wheels-") as tmp:
@@ -242,14 +260,15 @@ def main(dist: Path) -> None:
             lambda: smoke_core(work, core),
             lambda: smoke_react(work, core, react),
             lambda: smoke_acp(work, core, acp, version),
+            lambda: smoke_ray(work, core, ray_wheel),
         )
-        # The three are independent and mostly wait on subprocesses: run them side by side.
+        # The four are independent and mostly wait on subprocesses: run them side by side.
         # A failure (SystemExit from _check) is raised again by result(), in order.
         started = time.monotonic()
         with ThreadPoolExecutor(len(smokes)) as pool:
             for future in [pool.submit(smoke) for smoke in smokes]:
                 print(f"ok   {future.result()}")
-        print(f"all three in {time.monotonic() - started:.1f} s")
+        print(f"all four in {time.monotonic() - started:.1f} s")
 
 
 if __name__ == "__main__":

@@ -176,6 +176,7 @@ def test_the_site_shows_the_generated_text_without_markers(hooks: ModuleType) ->
         ("core", "agent_channel"),
         ("react", "agent_channel_react"),
         ("acp", "agent_channel_acp"),
+        ("ray", "agent_channel_ray"),
     ],
 )
 def test_an_api_page_lists_every_public_name_once(page: str, module: str) -> None:

@@ -17,6 +17,7 @@ SOURCES = {
     "agent_channel": ROOT / "packages/channel-core/src/agent_channel",
     "agent_channel_react": ROOT / "packages/react-consumer/src/agent_channel_react",
     "agent_channel_acp": ROOT / "packages/acp-producer/src/agent_channel_acp",
+    "agent_channel_ray": ROOT / "packages/ray-runtime/src/agent_channel_ray",
 }
 
 
@@ -102,6 +103,21 @@ def test_layering_contracts_are_kept() -> None:
             {"operator-speaks-the-wire"},
         ),
         ("agent_channel_acp.wire", "import acp", "acp", {"wire-and-verbs-light"}),
+        # The Ray package (issue 20): the core imports no ray; it and the producer, it and
+        # the consumer, never import each other.
+        ("agent_channel", "import ray", "ray", {"core-standalone"}),
+        (
+            "agent_channel_acp",
+            "import agent_channel_ray",
+            "agent_channel_ray",
+            {"producer-ray-independent"},
+        ),
+        (
+            "agent_channel_ray",
+            "import agent_channel_react",
+            "agent_channel_react",
+            {"consumer-ray-independent"},
+        ),
     ],
 )
 def test_a_violation_breaks_its_contract(

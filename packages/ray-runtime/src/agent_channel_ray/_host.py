@@ -1,0 +1,210 @@
+"""The Ray async actor that hosts executions: it opens each one's channel and runs its body.
+
+One actor may host many executions (a pool: a Ray actor is a process of ~60 MB, so one per
+execution does not fit hundreds on a small cluster); :func:`~agent_channel_ray.launch` starts
+one actor per execution unless given a host. Every method runs on the actor's event loop,
+the loop the executions run on, so a snapshot and the position in the event log are taken
+in one step: nothing can be published between them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+from agent_channel import (
+    AgentRef,
+    Cancel,
+    ChannelItem,
+    ExecutionEvent,
+    ExecutionSnapshot,
+    TurnState,
+    open_channel,
+)
+from agent_channel._channel import MAX_QUEUED
+
+from ._wire import Batch, Outcome, call
+
+LOG_LIMIT = 10_000
+"""Events an execution's log keeps for watchers; one further behind takes a new snapshot."""
+ENDED_LIMIT = 1_000
+"""Ended executions a host keeps readable (messages, snapshot) before forgetting the oldest."""
+BATCH_LIMIT = 1_000
+"""Events one poll returns at most."""
+
+Body = Callable[..., Awaitable[Any]]
+
+
+def load_body(spec: str | Body) -> Body:
+    """A body from a ``module:attr`` spec (imported on the actor's worker), or itself."""
+    if not isinstance(spec, str):
+        return spec
+    module, sep, attr = spec.partition(":")
+    if not sep or not module or not attr:
+        raise ValueError(f"a body spec is 'module:attr', not {spec!r}")
+    found: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        found = getattr(found, part)
+    if not callable(found):
+        raise TypeError(f"{spec} is not callable")
+    return cast(Body, found)
+
+
+class _Hosted:
+    """One execution on this host: its ref once open, and its numbered event log."""
+
+    def __init__(self) -> None:
+        self.ref: AgentRef | None = None
+        self.opened = asyncio.Event()
+        self.log: deque[tuple[int, ExecutionEvent]] = deque(maxlen=LOG_LIMIT)
+        self.next_seq = 0
+        self.closed = False
+        self.wake = asyncio.Event()
+        self.live: dict[int, Callable[[], None]] = {}
+
+    def record(self, event: ExecutionEvent) -> None:
+        self.log.append((self.next_seq, event))
+        self.next_seq += 1
+        self.wake.set()
+        self.wake = asyncio.Event()
+
+
+class ExecutionHostActor:
+    """The actor's class; :data:`ExecutionHost` is it as a Ray actor (``.remote()``)."""
+
+    def __init__(self) -> None:
+        self._executions: dict[str, _Hosted] = {}
+        self._ended: deque[str] = deque()
+        self._tokens = 0
+
+    def _get(self, execution_id: str) -> _Hosted:
+        hosted = self._executions.get(execution_id)
+        if hosted is None:
+            hosted = self._executions[execution_id] = _Hosted()
+        return hosted
+
+    async def _ref(self, execution_id: str) -> AgentRef:
+        if execution_id not in self._executions:
+            raise LookupError(f"no execution {execution_id!r} on this host")
+        hosted = self._executions[execution_id]
+        await hosted.opened.wait()
+        assert hosted.ref is not None
+        return hosted.ref
+
+    async def run(
+        self,
+        execution_id: str,
+        body: str | Body,
+        args: tuple[Any, ...] = (),
+        max_queued: int = MAX_QUEUED,
+    ) -> Any:
+        """Open the execution's channel and run ``body(*args)`` in it; its return value.
+
+        Cancelled by ``ray.cancel`` this is an outer cancellation: the channel ends as any
+        execution whose caller cancelled it does (``stop_reason`` ``cancelled``).
+        """
+        hosted = self._get(execution_id)
+        try:  # a body that cannot be loaded ends the execution too (launch waits for it)
+            fn = load_body(body)
+            async with open_channel(max_queued=max_queued) as ch:
+                ref = ch.ref()
+                snapshot, _ = ref.watch(hosted.record)
+                hosted.next_seq = snapshot.seq
+                hosted.ref = ref
+                hosted.opened.set()
+                return await fn(*args)
+        finally:
+            hosted.closed = True
+            hosted.wake.set()
+            hosted.opened.set()  # a caller waiting for a body that failed to start
+            self._forget_old(execution_id)
+
+    def _forget_old(self, execution_id: str) -> None:
+        self._ended.append(execution_id)
+        while len(self._ended) > ENDED_LIMIT:
+            self._executions.pop(self._ended.popleft(), None)
+
+    async def ping(self) -> None:
+        """Nothing: a bare round trip, the benchmarks' floor."""
+
+    async def opened(self, execution_id: str) -> bool:
+        """Wait until the execution's channel is open; ``False`` if it ended first."""
+        hosted = self._get(execution_id)  # its run may not have started yet
+        await hosted.opened.wait()
+        return not hosted.closed
+
+    async def post(self, execution_id: str, item: ChannelItem) -> Outcome:
+        ref = await self._ref(execution_id)
+        return call(ref.post, item)
+
+    async def interrupt(self, execution_id: str, cancel: Cancel | None) -> Outcome:
+        ref = await self._ref(execution_id)
+        return call(ref.interrupt, cancel)
+
+    async def withdraw(self, execution_id: str, item_id: str) -> Outcome:
+        ref = await self._ref(execution_id)
+        return call(ref.withdraw, item_id)
+
+    async def cancel_region(self, execution_id: str, key: str) -> Outcome:
+        ref = await self._ref(execution_id)
+        return call(ref.cancel_region, key)
+
+    async def messages(self, execution_id: str) -> Outcome:
+        ref = await self._ref(execution_id)
+        return call(ref.messages)
+
+    async def state(self, execution_id: str) -> tuple[TurnState, bool]:
+        ref = await self._ref(execution_id)
+        return ref.turn_state, ref.closed
+
+    async def children(self, execution_id: str, method: str, args: tuple[Any, ...]) -> Outcome:
+        """One of ``ref.children``'s reading and stopping methods."""
+        if method not in ("list", "info", "result", "messages", "stop"):
+            return Outcome(error="ValueError", message=f"no children method {method!r}")
+        ref = await self._ref(execution_id)
+        return call(getattr(ref.children, method), *args)
+
+    async def mark_live(self, execution_id: str) -> int:
+        ref = await self._ref(execution_id)
+        self._tokens += 1
+        self._get(execution_id).live[self._tokens] = ref.mark_live()
+        return self._tokens
+
+    async def release_live(self, execution_id: str, token: int) -> None:
+        hosted = self._executions.get(execution_id)
+        release = hosted.live.pop(token, None) if hosted is not None else None
+        if release is not None:
+            release()
+
+    async def snapshot(self, execution_id: str) -> ExecutionSnapshot:
+        """The execution's state now; its ``seq`` is the number of the next event logged."""
+        ref = await self._ref(execution_id)
+        snapshot, release = ref.watch(_ignore)
+        release()
+        return snapshot
+
+    async def events(self, execution_id: str, after: int, wait: float = 1.0) -> Batch:
+        """The logged events numbered ``after`` and up; waits up to ``wait`` s for one."""
+        hosted = self._executions.get(execution_id)
+        if hosted is None:  # forgotten (see ENDED_LIMIT): nothing more will come
+            return Batch(events=(), closed=True, lost=True)
+        await hosted.opened.wait()
+        if hosted.next_seq <= after and not hosted.closed:
+            wake = hosted.wake
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), wait)
+        log = hosted.log
+        if log and log[0][0] > after:
+            return Batch(events=(), closed=hosted.closed, lost=True)
+        start = after - log[0][0] if log else 0
+        events = tuple(log[i] for i in range(start, min(len(log), start + BATCH_LIMIT)))
+        done = hosted.closed and (not events or events[-1][0] == hosted.next_seq - 1)
+        return Batch(events=events, closed=done)
+
+
+def _ignore(event: ExecutionEvent) -> None:
+    return None

@@ -1,0 +1,44 @@
+"""Starting an execution on the cluster: a host actor, its run, its entry in the registry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+from agent_channel import new_id
+from agent_channel._channel import MAX_QUEUED
+
+from ._host import Body, ExecutionHostActor
+from ._ref import RayRef
+from ._registry import registry
+
+_as_actor: Any = ray.remote  # its stubs know no max_concurrency
+
+ExecutionHost: Any = _as_actor(num_cpus=0, max_concurrency=10_000)(ExecutionHostActor)
+"""The host actor: ``ExecutionHost.remote()`` starts one, to pass as ``launch(..., host=)``.
+It takes no CPU: executions wait on models and tools, not compute."""
+
+
+def launch(
+    body: str | Body,
+    *args: Any,
+    title: str = "",
+    host: Any = None,
+    execution_id: str | None = None,
+    parent: str | None = None,
+    max_queued: int = MAX_QUEUED,
+) -> RayRef:
+    """Run ``body(*args)`` as an execution on the cluster; a ref to it, open for posting.
+
+    ``body`` is a ``module:attr`` spec (imported on the worker) or a picklable async
+    callable; it runs inside its own channel (``agent_channel()`` is that channel), so the
+    ReAct loop is a body as it is (``functools.partial(agent, state)``). Without ``host``
+    the execution gets an actor of its own.
+    """
+    if host is None:
+        host = ExecutionHost.remote()
+    eid = execution_id or new_id()
+    run = host.run.remote(eid, body, args, max_queued)
+    ray.get(registry().register.remote(eid, title or eid, host, [run], parent))
+    ray.get(host.opened.remote(eid))
+    return RayRef(host, eid, run)

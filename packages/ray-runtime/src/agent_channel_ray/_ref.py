@@ -1,0 +1,188 @@
+"""A ref to an execution on a Ray actor, usable from any host and thread like a local one.
+
+Every method is one actor call (``ray.get`` is safe from any thread). The channel's errors
+come back as themselves (see ``_wire``). ``watch`` takes the host's snapshot, whose ``seq``
+numbers the next event, then a thread polls the host for the events numbered from there:
+each reaches the callback once, in order, with none missed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import ray
+from agent_channel import (
+    Cancel,
+    ChannelItem,
+    ChatMessage,
+    ChildInfo,
+    ExecutionSnapshot,
+    Subscriber,
+    TurnState,
+)
+
+from ._wire import Batch, Outcome
+
+log = logging.getLogger(__name__)
+
+POLL_WAIT = 1.0
+"""Seconds one poll waits on the host for an event (a long poll: events come at once)."""
+
+
+class RayRef:
+    """A producer's handle on one execution hosted by an :class:`ExecutionHost` actor."""
+
+    __slots__ = ("_host", "_id", "_run")
+
+    def __init__(self, host: Any, execution_id: str, run: Any = None) -> None:
+        self._host = host
+        self._id = execution_id
+        self._run = run
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RayRef, (self._host, self._id, None))
+
+    @property
+    def execution_id(self) -> str:
+        return self._id
+
+    @property
+    def host(self) -> Any:
+        """The actor hosting the execution (``ray.kill`` it to end them all)."""
+        return self._host
+
+    @property
+    def run(self) -> Any:
+        """The object ref of the body's run, when this ref launched it (``ray.cancel`` it)."""
+        return self._run
+
+    def _call(self, method: str, *args: Any) -> Any:
+        outcome: Outcome = ray.get(getattr(self._host, method).remote(self._id, *args))
+        return outcome.unwrap()
+
+    def post(self, item: ChannelItem) -> None:
+        """Queue a cooperative item, as ``AgentRef.post``: ``ChannelClosed``, ``ChannelFull``
+        and ``TypeError`` as there."""
+        self._call("post", item)
+
+    def interrupt(self, cancel: Cancel | None = None) -> None:
+        """Stop the work in progress, as ``AgentRef.interrupt``."""
+        self._call("interrupt", cancel)
+
+    def withdraw(self, item_id: str) -> bool:
+        """Take back a queued item no boundary has taken yet; ``True`` if it was withdrawn."""
+        return self._call("withdraw", item_id)
+
+    def cancel_region(self, key: str) -> bool:
+        """Stop the consumer's active region ``key`` alone, as ``AgentRef.cancel_region``."""
+        return self._call("cancel_region", key)
+
+    def messages(self) -> tuple[ChatMessage, ...]:
+        """The conversation the consumer shares, as of now."""
+        return self._call("messages")
+
+    @property
+    def turn_state(self) -> TurnState:
+        return ray.get(self._host.state.remote(self._id))[0]
+
+    @property
+    def closed(self) -> bool:
+        return ray.get(self._host.state.remote(self._id))[1]
+
+    @property
+    def children(self) -> RayChildren:
+        """The execution's children: list, read, stop (by id), as ``AgentRef.children``."""
+        return RayChildren(self)
+
+    def mark_live(self) -> Callable[[], None]:
+        """Declare an operator surface attached; returns the release."""
+        token = ray.get(self._host.mark_live.remote(self._id))
+        released = threading.Event()
+
+        def release() -> None:
+            if not released.is_set():
+                released.set()
+                ray.get(self._host.release_live.remote(self._id, token))
+
+        return release
+
+    def snapshot(self) -> ExecutionSnapshot:
+        """The execution's state now (``seq``: the number of the next event)."""
+        return ray.get(self._host.snapshot.remote(self._id))
+
+    def watch(self, callback: Subscriber) -> tuple[ExecutionSnapshot, Callable[[], None]]:
+        """The state now, and ``callback`` for every event after it, in order, on a thread of
+        this ref's own. Returns the unsubscribe function too."""
+        snapshot = self.snapshot()
+        return snapshot, self._follow(snapshot.seq, callback, closed=snapshot.closed)
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """``callback`` for every event from now on; returns an unsubscribe function."""
+        return self.watch(callback)[1]
+
+    def _follow(self, seq: int, callback: Subscriber, *, closed: bool) -> Callable[[], None]:
+        stop = threading.Event()
+
+        def pump() -> None:
+            after = seq
+            while not stop.is_set():
+                try:
+                    batch: Batch = ray.get(self._host.events.remote(self._id, after, POLL_WAIT))
+                except BaseException:  # the driver shut down, or the host died: nothing follows
+                    return
+                if batch.lost:
+                    log.warning("watcher of %s fell behind the host's log; stopped", self._id)
+                    return
+                for number, event in batch.events:
+                    if stop.is_set():
+                        return
+                    after = number + 1
+                    try:
+                        callback(event)
+                    except Exception:
+                        log.exception("a subscriber of %s raised", self._id)
+                if batch.closed:
+                    return
+
+        if not closed:
+            threading.Thread(target=pump, name=f"ray-watch-{self._id}", daemon=True).start()
+        return stop.set
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The body's return value (only on the ref :func:`launch` returned)."""
+        if self._run is None:
+            raise ValueError("this ref did not launch the execution: it has no run to wait for")
+        return ray.get(self._run, timeout=timeout)
+
+    def __repr__(self) -> str:
+        return f"RayRef({self._id!r})"
+
+
+class RayChildren:
+    """``AgentRef.children`` through the host: list, info, result, messages, stop."""
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, ref: RayRef) -> None:
+        self._ref = ref
+
+    def _call(self, method: str, *args: Any) -> Any:
+        return self._ref._call("children", method, args)
+
+    def list(self) -> tuple[ChildInfo, ...]:
+        return self._call("list")
+
+    def info(self, child_id: str) -> ChildInfo:
+        return self._call("info", child_id)
+
+    def result(self, child_id: str) -> str:
+        return self._call("result", child_id)
+
+    def messages(self, child_id: str, tail: int | None = None) -> tuple[ChatMessage, ...]:
+        return self._call("messages", child_id, tail)
+
+    def stop(self, child_id: str, reason: str = "stopped by the operator") -> bool:
+        return self._call("stop", child_id, reason)

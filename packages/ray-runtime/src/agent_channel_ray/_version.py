@@ -1,0 +1,3 @@
+"""The package version, kept import-cheap."""
+
+__version__ = "0.1.0"

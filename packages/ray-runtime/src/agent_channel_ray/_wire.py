@@ -1,0 +1,92 @@
+"""What crosses between a host actor and a ref: results and errors in serialised form.
+
+An exception raised inside an actor method reaches the caller as a ``RayTaskError``; a
+producer written against the local ``AgentRef`` catches ``ChannelClosed``, ``ChannelFull``,
+``TypeError``. So the actor never raises the channel's own errors: it returns them as an
+:class:`Outcome`, and the ref raises the core's exception again, of the same type, with the
+same message. Events and snapshots are pydantic models and frozen dataclasses: they pickle
+as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agent_channel import (
+    ChannelClosed,
+    ChannelFull,
+    ExecutionEvent,
+    NotOwner,
+    SpawnRefused,
+    UnknownChild,
+)
+
+# The errors a local ref raises, by name: only these come back as themselves.
+_ERRORS: dict[str, type[Exception]] = {
+    cls.__name__: cls
+    for cls in (
+        ChannelClosed,
+        ChannelFull,
+        NotOwner,
+        SpawnRefused,
+        UnknownChild,
+        TypeError,
+        ValueError,
+        LookupError,
+        KeyError,
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A method's return value, or the error a local ref would have raised."""
+
+    value: Any = None
+    error: str | None = None
+    """The error's class name (one of the channel's), or ``None``."""
+    message: str = ""
+
+    def unwrap(self) -> Any:
+        """The value; raises the core's own error if the call failed."""
+        if self.error is None:
+            return self.value
+        cls = _ERRORS.get(self.error, RuntimeError)
+        raise cls(self.message)
+
+
+def call(fn: Callable[..., Any], *args: Any) -> Outcome:
+    """Run ``fn`` on the actor; the channel's errors become an :class:`Outcome`."""
+    try:
+        return Outcome(value=fn(*args))
+    except tuple(_ERRORS.values()) as exc:
+        name = type(exc).__name__
+        return Outcome(error=name if name in _ERRORS else "RuntimeError", message=str(exc))
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Events after a sequence number, as a watcher polls them (see ``ExecutionHost.events``).
+
+    ``lost`` is true when the host's bounded log no longer holds the first one asked for: the
+    watcher fell too far behind and must take a fresh snapshot.
+    """
+
+    events: tuple[tuple[int, ExecutionEvent], ...]
+    closed: bool
+    lost: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One execution as the registry lists it."""
+
+    execution_id: str
+    title: str
+    status: str
+    """``running`` or ``ended``."""
+    reason: str | None = None
+    """How it ended: ``finished``, ``cancelled``, or why its actor died."""
+    parent: str | None = None

@@ -1,0 +1,64 @@
+"""Agent bodies the tests run on the cluster (pickled by value: workers cannot import tests)."""
+
+from __future__ import annotations
+
+import anyio
+from agent_channel import (
+    AgentInterrupted,
+    ChatMessage,
+    ChatMessageUser,
+    MessageAppended,
+    UserMessage,
+    agent_channel,
+)
+
+
+async def inbox() -> int:
+    """Fold every message into the shared conversation until one says ``stop``."""
+    ch = agent_channel()
+    messages: list[ChatMessage] = []
+    ch.share(messages)
+    while True:
+        for item in await ch.receive():
+            if not isinstance(item, UserMessage):
+                continue
+            if item.text == "stop":
+                return len(messages)
+            message = ChatMessageUser(content=item.text)
+            messages.append(message)
+            ch.publish(MessageAppended(message=message, index=len(messages) - 1))
+
+
+async def stoppable() -> str:
+    """Work in a scope until interrupted; say how it ended."""
+    ch = agent_channel()
+    try:
+        with ch.scope():
+            await anyio.sleep_forever()
+    except AgentInterrupted:
+        return "interrupted"
+    return "not reached"
+
+
+async def forever() -> None:
+    """Never drain anything: items stay queued (for withdraw and ChannelFull)."""
+    await anyio.sleep_forever()
+
+
+def quickstart_agent() -> object:
+    """The react README's quickstart agent: a scripted model looks 'answer' up and submits."""
+    from agent_channel_react import ScriptedModel, call, react, tool, tool_call
+
+    @tool(kind="search", title="Looking up {topic}")
+    async def lookup(topic: str) -> str:
+        """Look a topic up.
+
+        Args:
+            topic: What to look up.
+        """
+        return f"{topic}: 42"
+
+    model = ScriptedModel(
+        [call(tool_call("lookup", topic="answer")), call(tool_call("submit", answer="42"))]
+    )
+    return react(model=model, tools=[lookup])

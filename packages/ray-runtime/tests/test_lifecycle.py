@@ -1,0 +1,89 @@
+"""How executions on the cluster end: a body's return, Ray's cancellation, a dead actor."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+
+import agent_channel_ray as acr
+import pytest
+import ray
+from agent_channel import ExecutionEvent, ExecutionFinished
+from ray.exceptions import TaskCancelledError
+
+from . import bodies
+
+DEADLINE = 60.0
+
+
+def _record(execution_id: str, status: str) -> acr.Record:
+    """Poll the registry until ``execution_id`` has ``status`` (a deadline, not a sleep)."""
+    end = time.monotonic() + DEADLINE
+    while time.monotonic() < end:
+        for record in acr.executions():
+            if record.execution_id == execution_id and record.status == status:
+                return record
+        time.sleep(0.05)
+    raise AssertionError(f"{execution_id} never became {status}")
+
+
+def test_the_registry_lists_a_running_execution_then_its_end(pool: object) -> None:
+    ref = acr.launch(bodies.stoppable, title="to stop", host=pool)
+    running = _record(ref.execution_id, "running")
+    assert running.title == "to stop"
+    ref.interrupt()
+    assert ref.result(timeout=DEADLINE) == "interrupted"
+    assert _record(ref.execution_id, "ended").reason == "finished"
+
+
+def test_ray_cancel_is_an_outer_cancellation_not_an_interrupt(pool: object) -> None:
+    """``ray.cancel`` of the run reaches the body as a cancellation: ``AgentInterrupted`` is
+    never raised in it (the body would have returned "interrupted")."""
+    ref = acr.launch(bodies.stoppable, host=pool)
+    finished = threading.Event()
+    seen: list[ExecutionEvent] = []
+
+    def on_event(event: ExecutionEvent) -> None:
+        seen.append(event)
+        if isinstance(event, ExecutionFinished):
+            finished.set()
+
+    _, stop = ref.watch(on_event)
+    ray.cancel(ref.run)
+    with pytest.raises(TaskCancelledError):
+        ref.result(timeout=DEADLINE)
+    assert finished.wait(DEADLINE)
+    stop()
+    assert _record(ref.execution_id, "ended").reason == "cancelled"
+    assert ref.closed
+
+
+def test_a_killed_actor_is_reported_ended_with_its_reason() -> None:
+    ref = acr.launch(bodies.forever, title="to kill")  # an actor of its own
+    _record(ref.execution_id, "running")
+    ray.kill(ref.host)
+    ended = _record(ref.execution_id, "ended")
+    assert ended.reason is not None and ended.reason.startswith("its actor died")
+
+
+def test_the_react_loop_runs_as_a_body(pool: object) -> None:
+    from agent_channel import ChatMessageUser
+    from agent_channel_react import AgentState
+
+    state = AgentState(messages=[ChatMessageUser(content="?")])
+    ref = acr.launch(functools.partial(bodies.quickstart_agent(), state), host=pool)
+    done = ref.result(timeout=DEADLINE)
+    assert (done.output.completion, done.output.end) == ("42", "submitted")
+    assert any(m.role == "tool" for m in ref.messages())
+
+
+def test_a_body_named_by_spec_runs_and_a_bad_spec_is_reported(pool: object) -> None:
+    ref = acr.launch("asyncio:sleep", 0, host=pool)  # imported on the worker, then called
+    assert ref.result(timeout=DEADLINE) is None
+    assert _record(ref.execution_id, "ended").reason == "finished"
+    bad = acr.launch("no-colon-here", host=pool)
+    with pytest.raises(ValueError, match="module:attr"):
+        bad.result(timeout=DEADLINE)
+    reason = _record(bad.execution_id, "ended").reason
+    assert reason is not None and reason.startswith("failed: ValueError: a body spec is")
