@@ -57,7 +57,7 @@ async def serve(count: int, events: int) -> None:
         await asyncio.sleep(0)
 
     async def watch() -> None:  # the flood starts once the client has bound every execution
-        while not all(e["clients"] for e in server.executions()):
+        while not all(e["clients"] for e in server.executions()):  # noqa: ASYNC110
             await asyncio.sleep(0.001)
         bound.set()
 

@@ -9,10 +9,9 @@ import time
 import agent_channel_ray as acr
 import pytest
 import ray
+import ray_bodies as bodies
 from agent_channel import ExecutionEvent, ExecutionFinished
 from ray.exceptions import TaskCancelledError
-
-from . import bodies
 
 DEADLINE = 60.0
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import agent_channel_ray as acr
 import pytest
 import ray
+import ray_bodies as bodies
 from agent_channel import (
     AgentRef,
     ChannelClosed,
@@ -17,8 +18,6 @@ from agent_channel import (
     MessageAppended,
     UserMessage,
 )
-
-from . import bodies
 
 
 def _texts(ref: acr.RayRef | AgentRef) -> list[str]:
