@@ -109,6 +109,15 @@ class RayRef:
 
         return release
 
+    def route_questions(self, handler: Callable[..., object]) -> Callable[[], None]:
+        """Accept a question handler and route nothing to it; returns a no-op release.
+
+        A body's questions are answered where the execution runs (its own channel's
+        handler, on the worker): an attach server serving the cluster cannot answer them.
+        """
+        del handler
+        return _no_release
+
     def snapshot(self) -> ExecutionSnapshot:
         """The execution's state now (``seq``: the number of the next event)."""
         return ray.get(self._host.snapshot.remote(self._id))
@@ -159,6 +168,10 @@ class RayRef:
 
     def __repr__(self) -> str:
         return f"RayRef({self._id!r})"
+
+
+def _no_release() -> None:
+    return None
 
 
 class RayChildren:
