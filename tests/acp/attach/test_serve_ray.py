@@ -26,7 +26,6 @@ from conftest import HERE  # noqa: E402
 from serving import ctl, ctl_json, env, one_line_failure, serving, wait_for  # noqa: E402
 
 
-
 def ray_env() -> dict[str, str]:
     """What ``serve --ray`` needs to join: no uv runtime env, and the cluster's token mode
     (a local cluster turns it on, with the token in ``~/.ray``, as it starts)."""
@@ -69,10 +68,24 @@ def test_the_verbs_drive_a_ray_execution(address: str, tmp_path: Path) -> None:
 
         assert ctl(tmp_path, "send", eid, "work").returncode == 0
         wait_for(lambda: "working" in texts(tmp_path, eid), "the turn to start")
-        wait_for(
-            lambda: ctl_json(tmp_path, "cancel", eid)["cancelled"], "the turn to be cancelled"
-        )
+        assert ctl(tmp_path, "send", eid, "later").returncode == 0  # queued: the turn runs
+        (queued,) = ctl_json(tmp_path, "queue", eid)["messages"]
+        assert queued["text"] == "later"
+        withdrawn = ctl_json(tmp_path, "queue", eid, "--withdraw", queued["id"])
+        assert withdrawn["withdrawn"]
+        assert ctl_json(tmp_path, "queue", eid)["messages"] == []
+        wait_for(lambda: ctl_json(tmp_path, "cancel", eid)["cancelled"], "the turn to be cancelled")
         wait_for(lambda: "interrupted" in texts(tmp_path, eid), "the body to see the interrupt")
+        assert "later" not in texts(tmp_path, eid)  # withdrawn on the cluster, never read
+
+        assert ctl(tmp_path, "send", eid, "tool").returncode == 0
+        wait_for(lambda: "t1 running" in texts(tmp_path, eid), "the tool call to run")
+        wait_for(
+            lambda: ctl(tmp_path, "cancel-tool", eid, "t1").returncode == 0,
+            "the server to see the tool call running",
+        )
+        wait_for(lambda: "after the tool" in texts(tmp_path, eid), "the turn to go on")
+        assert texts(tmp_path, eid)[-2] == "t1 cancelled"  # the call alone, not the turn
 
         one_line_failure(ctl(tmp_path, "end", eid))  # not the server's to end
     assert not ref.closed  # serving it left it running
