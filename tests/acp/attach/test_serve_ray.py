@@ -37,11 +37,13 @@ def ray_env() -> dict[str, str]:
 def address() -> Iterator[str]:
     """A local cluster in this process; its GCS address, for ``serve --ray``."""
     ray.cloudpickle.register_pickle_by_value(ray_bodies)
+    ours = not ray.is_initialized()  # a session's cluster (the Ray package's tests) is kept
     acr.start_cluster(num_cpus=2)
     try:
         yield ray.get_runtime_context().gcs_address
     finally:
-        ray.shutdown()
+        if ours:
+            ray.shutdown()
 
 
 def texts(rt: Path, execution_id: str) -> list[str]:
