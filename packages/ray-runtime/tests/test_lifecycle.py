@@ -87,3 +87,23 @@ def test_a_body_named_by_spec_runs_and_a_bad_spec_is_reported(pool: object) -> N
         bad.result(timeout=DEADLINE)
     reason = _record(bad.execution_id, "ended").reason
     assert reason is not None and reason.startswith("failed: ValueError: a body spec is")
+
+
+def test_a_watcher_sees_the_execution_of_a_killed_actor_finish() -> None:
+    """A local ref's watchers always see ``ExecutionFinished``; so do a Ray ref's when the
+    actor dies (an attach server serving it would otherwise show it running forever)."""
+    ref = acr.launch(bodies.forever, title="to kill, watched")  # an actor of its own
+    finished: list[ExecutionFinished] = []
+    seen = threading.Event()
+
+    def on_event(event: ExecutionEvent) -> None:
+        if isinstance(event, ExecutionFinished):
+            finished.append(event)
+            seen.set()
+
+    _, stop = ref.watch(on_event)
+    ray.kill(ref.host)
+    assert seen.wait(DEADLINE)
+    stop()
+    (event,) = finished
+    assert event.error is not None and event.error.startswith("its actor died")

@@ -19,11 +19,15 @@ from agent_channel import (
     ChannelItem,
     ChatMessage,
     ChildInfo,
+    ExecutionEvent,
+    ExecutionFinished,
     ExecutionSnapshot,
     Subscriber,
     TurnState,
 )
+from ray.exceptions import RayActorError
 
+from ._registry import _first_line  # pyright: ignore[reportPrivateUsage]
 from ._wire import Batch, Outcome
 
 log = logging.getLogger(__name__)
@@ -140,7 +144,12 @@ class RayRef:
             while not stop.is_set():
                 try:
                     batch: Batch = ray.get(self._host.events.remote(self._id, after, POLL_WAIT))
-                except BaseException:  # the driver shut down, or the host died: nothing follows
+                except RayActorError as exc:  # the host died: the execution ended with it
+                    if not stop.is_set():
+                        died = ExecutionFinished(error=f"its actor died: {_first_line(exc)}")
+                        _deliver(callback, died, self._id)
+                    return
+                except BaseException:  # the driver shut down: nothing follows
                     return
                 if batch.lost:
                     log.warning("watcher of %s fell behind the host's log; stopped", self._id)
@@ -149,10 +158,7 @@ class RayRef:
                     if stop.is_set():
                         return
                     after = number + 1
-                    try:
-                        callback(event)
-                    except Exception:
-                        log.exception("a subscriber of %s raised", self._id)
+                    _deliver(callback, event, self._id)
                 if batch.closed:
                     return
 
@@ -168,6 +174,13 @@ class RayRef:
 
     def __repr__(self) -> str:
         return f"RayRef({self._id!r})"
+
+
+def _deliver(callback: Subscriber, event: ExecutionEvent, execution_id: str) -> None:
+    try:
+        callback(event)
+    except Exception:
+        log.exception("a subscriber of %s raised", execution_id)
 
 
 def _no_release() -> None:
