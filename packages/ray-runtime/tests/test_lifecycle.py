@@ -9,7 +9,7 @@ import time
 import agent_channel_ray as acr
 import pytest
 import ray
-from agent_channel import ExecutionEvent, ExecutionFinished
+from agent_channel import ChannelClosed, ExecutionEvent, ExecutionFinished, UserMessage
 from ray.exceptions import TaskCancelledError
 
 from . import bodies
@@ -107,3 +107,6 @@ def test_a_watcher_sees_the_execution_of_a_killed_actor_finish() -> None:
     stop()
     (event,) = finished
     assert event.error is not None and event.error.startswith("its actor died")
+    assert ref.messages() == ()  # the conversation died with the actor: no RayActorError
+    with pytest.raises(ChannelClosed, match="its actor died"):
+        ref.post(UserMessage("too late"))

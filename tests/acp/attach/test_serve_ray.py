@@ -46,6 +46,11 @@ def address() -> Iterator[str]:
             ray.shutdown()
 
 
+def status(rt: Path, execution_id: str) -> str | None:
+    listed = [e for s in ctl_json(rt, "ls")["servers"] for e in s["executions"]]
+    return next((e["status"] for e in listed if e["id"] == execution_id), None)
+
+
 def texts(rt: Path, execution_id: str) -> list[str]:
     return [m["text"] for m in ctl_json(rt, "messages", execution_id, "--all")["messages"]]
 
@@ -90,6 +95,11 @@ def test_the_verbs_drive_a_ray_execution(address: str, tmp_path: Path) -> None:
         assert texts(tmp_path, eid)[-2] == "t1 cancelled"  # the call alone, not the turn
 
         one_line_failure(ctl(tmp_path, "end", eid))  # not the server's to end
+
+        later = acr.launch(ray_bodies.echo, title="started later")  # picked up while serving
+        wait_for(lambda: status(tmp_path, later.execution_id) == "running", "the new one listed")
+        ray.kill(later.host)
+        wait_for(lambda: status(tmp_path, later.execution_id) == "failed", "its end seen")
     assert not ref.closed  # serving it left it running
 
 

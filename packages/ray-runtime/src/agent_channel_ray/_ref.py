@@ -16,6 +16,7 @@ from typing import Any
 import ray
 from agent_channel import (
     Cancel,
+    ChannelClosed,
     ChannelItem,
     ChatMessage,
     ChildInfo,
@@ -64,7 +65,10 @@ class RayRef:
         return self._run
 
     def _call(self, method: str, *args: Any) -> Any:
-        outcome: Outcome = ray.get(getattr(self._host, method).remote(self._id, *args))
+        try:
+            outcome: Outcome = ray.get(getattr(self._host, method).remote(self._id, *args))
+        except RayActorError as exc:  # the host died: its execution is over, as a closed one
+            raise ChannelClosed(f"execution {self._id}: its actor died") from exc
         return outcome.unwrap()
 
     def post(self, item: ChannelItem) -> None:
@@ -85,8 +89,12 @@ class RayRef:
         return self._call("cancel_region", key)
 
     def messages(self) -> tuple[ChatMessage, ...]:
-        """The conversation the consumer shares, as of now."""
-        return self._call("messages")
+        """The conversation the consumer shares, as of now; ``()`` once its actor died (the
+        conversation died with it: a watcher keeps what it saw)."""
+        try:
+            return self._call("messages")
+        except ChannelClosed:
+            return ()
 
     @property
     def turn_state(self) -> TurnState:

@@ -73,9 +73,14 @@ def serve_ray_command(
 
         def add(found: list[Any]) -> None:
             for execution_id, title, ref in found:
-                if execution_id not in served:
-                    served.add(execution_id)
+                if execution_id in served:
+                    continue
+                try:  # listed as its host opens it: until then the host does not know it
                     server.add(cast("AgentRef", ref), title=title, execution_id=execution_id)
+                except Exception as e:
+                    log.info("execution %s not served yet (next look): %s", execution_id, e)
+                    continue
+                served.add(execution_id)
 
         async def follow() -> None:
             add(first)
