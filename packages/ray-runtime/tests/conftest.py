@@ -15,7 +15,7 @@ ray = pytest.importorskip("ray")
 @pytest.fixture(scope="session", autouse=True)
 def cluster() -> Iterator[None]:
     import agent_channel_ray as acr
-    import ray_bodies as bodies
+    import cluster_bodies as bodies
 
     ray.cloudpickle.register_pickle_by_value(bodies)  # the workers cannot import the tests
     acr.start_cluster(num_cpus=2)

@@ -7,10 +7,10 @@ import threading
 import time
 
 import agent_channel_ray as acr
+import cluster_bodies as bodies
 import pytest
 import ray
-import ray_bodies as bodies
-from agent_channel import ExecutionEvent, ExecutionFinished
+from agent_channel import ChannelClosed, ExecutionEvent, ExecutionFinished, UserMessage
 from ray.exceptions import TaskCancelledError
 
 DEADLINE = 60.0
@@ -86,3 +86,26 @@ def test_a_body_named_by_spec_runs_and_a_bad_spec_is_reported(pool: object) -> N
         bad.result(timeout=DEADLINE)
     reason = _record(bad.execution_id, "ended").reason
     assert reason is not None and reason.startswith("failed: ValueError: a body spec is")
+
+
+def test_a_watcher_sees_the_execution_of_a_killed_actor_finish() -> None:
+    """A local ref's watchers always see ``ExecutionFinished``; so do a Ray ref's when the
+    actor dies (an attach server serving it would otherwise show it running forever)."""
+    ref = acr.launch(bodies.forever, title="to kill, watched")  # an actor of its own
+    finished: list[ExecutionFinished] = []
+    seen = threading.Event()
+
+    def on_event(event: ExecutionEvent) -> None:
+        if isinstance(event, ExecutionFinished):
+            finished.append(event)
+            seen.set()
+
+    _, stop = ref.watch(on_event)
+    ray.kill(ref.host)
+    assert seen.wait(DEADLINE)
+    stop()
+    (event,) = finished
+    assert event.error is not None and event.error.startswith("its actor died")
+    assert ref.messages() == ()  # the conversation died with the actor: no RayActorError
+    with pytest.raises(ChannelClosed, match="its actor died"):
+        ref.post(UserMessage("too late"))

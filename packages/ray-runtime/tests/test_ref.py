@@ -6,9 +6,9 @@ import threading
 from collections.abc import Callable
 
 import agent_channel_ray as acr
+import cluster_bodies as bodies
 import pytest
 import ray
-import ray_bodies as bodies
 from agent_channel import (
     AgentRef,
     ChannelClosed,

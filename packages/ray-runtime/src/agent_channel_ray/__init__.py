@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from ._ref import RayChildren as RayChildren
     from ._ref import RayRef as RayRef
     from ._registry import registry as registry
+    from ._serve import Hosted as Hosted
+    from ._serve import hosted as hosted
     from ._wire import Record as Record
 else:  # hidden from type checkers, so a misspelt name is still an error
     # <names> written by scripts/gen_names.py from the block above: edit that, then run it
@@ -44,6 +46,8 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "RayChildren": "_ref",
         "RayRef": "_ref",
         "registry": "_registry",
+        "Hosted": "_serve",
+        "hosted": "_serve",
         "Record": "_wire",
     }
     # </names>

@@ -16,14 +16,19 @@ from typing import Any
 import ray
 from agent_channel import (
     Cancel,
+    ChannelClosed,
     ChannelItem,
     ChatMessage,
     ChildInfo,
+    ExecutionEvent,
+    ExecutionFinished,
     ExecutionSnapshot,
     Subscriber,
     TurnState,
 )
+from ray.exceptions import RayActorError
 
+from ._registry import _first_line  # pyright: ignore[reportPrivateUsage]
 from ._wire import Batch, Outcome
 
 log = logging.getLogger(__name__)
@@ -60,7 +65,10 @@ class RayRef:
         return self._run
 
     def _call(self, method: str, *args: Any) -> Any:
-        outcome: Outcome = ray.get(getattr(self._host, method).remote(self._id, *args))
+        try:
+            outcome: Outcome = ray.get(getattr(self._host, method).remote(self._id, *args))
+        except RayActorError as exc:  # the host died: its execution is over, as a closed one
+            raise ChannelClosed(f"execution {self._id}: its actor died") from exc
         return outcome.unwrap()
 
     def post(self, item: ChannelItem) -> None:
@@ -81,8 +89,12 @@ class RayRef:
         return self._call("cancel_region", key)
 
     def messages(self) -> tuple[ChatMessage, ...]:
-        """The conversation the consumer shares, as of now."""
-        return self._call("messages")
+        """The conversation the consumer shares, as of now; ``()`` once its actor died (the
+        conversation died with it: a watcher keeps what it saw)."""
+        try:
+            return self._call("messages")
+        except ChannelClosed:
+            return ()
 
     @property
     def turn_state(self) -> TurnState:
@@ -109,6 +121,15 @@ class RayRef:
 
         return release
 
+    def route_questions(self, handler: Callable[..., object]) -> Callable[[], None]:
+        """Accept a question handler and route nothing to it; returns a no-op release.
+
+        A body's questions are answered where the execution runs (its own channel's
+        handler, on the worker): an attach server serving the cluster cannot answer them.
+        """
+        del handler
+        return _no_release
+
     def snapshot(self) -> ExecutionSnapshot:
         """The execution's state now (``seq``: the number of the next event)."""
         return ray.get(self._host.snapshot.remote(self._id))
@@ -131,7 +152,12 @@ class RayRef:
             while not stop.is_set():
                 try:
                     batch: Batch = ray.get(self._host.events.remote(self._id, after, POLL_WAIT))
-                except BaseException:  # the driver shut down, or the host died: nothing follows
+                except RayActorError as exc:  # the host died: the execution ended with it
+                    if not stop.is_set():
+                        died = ExecutionFinished(error=f"its actor died: {_first_line(exc)}")
+                        _deliver(callback, died, self._id)
+                    return
+                except BaseException:  # the driver shut down: nothing follows
                     return
                 if batch.lost:
                     log.warning("watcher of %s fell behind the host's log; stopped", self._id)
@@ -140,10 +166,7 @@ class RayRef:
                     if stop.is_set():
                         return
                     after = number + 1
-                    try:
-                        callback(event)
-                    except Exception:
-                        log.exception("a subscriber of %s raised", self._id)
+                    _deliver(callback, event, self._id)
                 if batch.closed:
                     return
 
@@ -159,6 +182,17 @@ class RayRef:
 
     def __repr__(self) -> str:
         return f"RayRef({self._id!r})"
+
+
+def _deliver(callback: Subscriber, event: ExecutionEvent, execution_id: str) -> None:
+    try:
+        callback(event)
+    except Exception:
+        log.exception("a subscriber of %s raised", execution_id)
+
+
+def _no_release() -> None:
+    return None
 
 
 class RayChildren:

@@ -283,6 +283,8 @@ def _ws_options(args: argparse.Namespace) -> WsOptions | None:
 
 
 def _serve(args: argparse.Namespace) -> NoReturn:
+    if args.ray is not None:
+        _serve_ray(args)
     stderr = sys.stderr
     spec, factory, stop_logging = _agent_and_log(args, "serve", DEMO_TASK)
     # sys.stderr is the log's queue from here
@@ -296,7 +298,7 @@ def _serve(args: argparse.Namespace) -> NoReturn:
             task=args.input,
             socket_path=args.socket,
             port=args.port,
-            count=args.count,
+            count=args.count if args.count is not None else 1,
             replay=args.replay,
             approve=args.approve,
             context_window=args.context_window,
@@ -313,3 +315,42 @@ def _serve(args: argparse.Namespace) -> NoReturn:
     stop_logging(0.5)
     sys.stderr.flush()
     os._exit(code)  # do not wait for worker threads of abandoned tools
+
+
+def _serve_ray(args: argparse.Namespace) -> NoReturn:
+    """``serve --ray``: the cluster's executions, not ours to start, end or approve."""
+    for flag in ("agent", "demo", "count", "store", "input"):
+        if getattr(args, flag) is not None:
+            name = "--" + flag
+            fail(f"serve: --ray serves the cluster's executions: {name} is for agents run here", 2)
+    if args.approve:
+        fail("serve: --approve is not for --ray: tools are approved where the execution runs", 2)
+    level = args.log_level if args.log_level is not None else _env_log_level()
+    from ..hosting._ray import load_ray, serve_ray_command
+    from ..hosting._serve import ServeError
+    from ._logging import start_logging
+
+    try:
+        hosted = load_ray().hosted
+    except ServeError as e:
+        fail(str(e), 2)
+    stderr = sys.stderr
+    stop_logging = start_logging(level, sys.stderr)
+    try:
+        code = serve_ray_command(
+            args.ray,
+            hosted,
+            socket_path=args.socket,
+            port=args.port,
+            replay=args.replay,
+            context_window=args.context_window,
+            as_json=args.json,
+            ws=_ws_options(args),
+        )
+    except ServeError as e:
+        stop_logging(0.5)
+        sys.stderr = stderr
+        fail(f"serve: {e}", 2)
+    stop_logging(0.5)
+    sys.stderr.flush()
+    os._exit(code)  # do not wait for Ray's threads

@@ -257,7 +257,15 @@ def _add_serve(add_parser: AddParser) -> None:
         "from the discovery record",
     )
     serve.add_argument(
-        "--count", type=_positive_int, default=1, metavar="N", help="executions to run (default: 1)"
+        "--count", type=_positive_int, metavar="N", help="executions to run (default: 1)"
+    )
+    serve.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        metavar="ADDRESS",
+        help="serve the running executions of the Ray cluster at ADDRESS (alone: auto, the "
+        "one `ray start` began here) instead of running agents; needs agent-channel-ray",
     )
     serve.add_argument(
         "--replay",

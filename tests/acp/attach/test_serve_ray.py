@@ -1,0 +1,139 @@
+"""``serve --ray``: the verbs drive an execution a Ray cluster runs as they drive a local one.
+
+A local cluster starts in the test process and runs an interactive body; ``serve --ray
+ADDRESS`` joins it from another process, and the verbs, each a subprocess, list, message and
+interrupt the execution through that server.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] = "0"  # or workers die at start under `uv run`
+
+ray = pytest.importorskip("ray")
+acr = pytest.importorskip("agent_channel_ray")
+
+import ray_bodies  # noqa: E402
+from conftest import HERE  # noqa: E402
+from serving import ctl, ctl_json, env, one_line_failure, serving, wait_for  # noqa: E402
+
+
+def ray_env() -> dict[str, str]:
+    """What ``serve --ray`` needs to join: no uv runtime env, and the cluster's token mode
+    (a local cluster turns it on, with the token in ``~/.ray``, as it starts)."""
+    joined = {k: v for k, v in os.environ.items() if k.startswith("RAY_AUTH")}
+    return {"RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", **joined}
+
+
+@pytest.fixture(scope="module")
+def address() -> Iterator[str]:
+    """A local cluster in this process; its GCS address, for ``serve --ray``."""
+    ray.cloudpickle.register_pickle_by_value(ray_bodies)
+    ours = not ray.is_initialized()  # a session's cluster (the Ray package's tests) is kept
+    acr.start_cluster(num_cpus=2)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        if ours:
+            ray.shutdown()
+
+
+def status(rt: Path, execution_id: str) -> str | None:
+    listed = [e for s in ctl_json(rt, "ls")["servers"] for e in s["executions"]]
+    return next((e["status"] for e in listed if e["id"] == execution_id), None)
+
+
+def texts(rt: Path, execution_id: str) -> list[str]:
+    return [m["text"] for m in ctl_json(rt, "messages", execution_id, "--all")["messages"]]
+
+
+def test_the_verbs_drive_a_ray_execution(address: str, tmp_path: Path) -> None:
+    ref = acr.launch(ray_bodies.echo, title="ray echo")
+    eid = ref.execution_id
+    with serving(tmp_path, "--ray", address, **ray_env()):
+        listed: list[dict[str, Any]] = []
+
+        def in_ls() -> bool:
+            nonlocal listed
+            listed = [e for s in ctl_json(tmp_path, "ls")["servers"] for e in s["executions"]]
+            return any(e["id"] == eid for e in listed)
+
+        wait_for(in_ls, "the cluster's execution listed by ls")
+        assert next(e for e in listed if e["id"] == eid)["title"] == "ray echo"
+
+        assert ctl(tmp_path, "send", eid, "hello").returncode == 0
+        wait_for(lambda: "echo: hello" in texts(tmp_path, eid), "the body's answer")
+        assert [m.text for m in ref.messages()][-2:] == ["hello", "echo: hello"]
+
+        assert ctl(tmp_path, "send", eid, "work").returncode == 0
+        wait_for(lambda: "working" in texts(tmp_path, eid), "the turn to start")
+        assert ctl(tmp_path, "send", eid, "later").returncode == 0  # queued: the turn runs
+        (queued,) = ctl_json(tmp_path, "queue", eid)["messages"]
+        assert queued["text"] == "later"
+        withdrawn = ctl_json(tmp_path, "queue", eid, "--withdraw", queued["id"])
+        assert withdrawn["withdrawn"]
+        assert ctl_json(tmp_path, "queue", eid)["messages"] == []
+        wait_for(lambda: ctl_json(tmp_path, "cancel", eid)["cancelled"], "the turn to be cancelled")
+        wait_for(lambda: "interrupted" in texts(tmp_path, eid), "the body to see the interrupt")
+        assert "later" not in texts(tmp_path, eid)  # withdrawn on the cluster, never read
+
+        assert ctl(tmp_path, "send", eid, "tool").returncode == 0
+        wait_for(lambda: "t1 running" in texts(tmp_path, eid), "the tool call to run")
+        wait_for(
+            lambda: ctl(tmp_path, "cancel-tool", eid, "t1").returncode == 0,
+            "the server to see the tool call running",
+        )
+        wait_for(lambda: "after the tool" in texts(tmp_path, eid), "the turn to go on")
+        assert texts(tmp_path, eid)[-2] == "t1 cancelled"  # the call alone, not the turn
+
+        one_line_failure(ctl(tmp_path, "end", eid))  # not the server's to end
+
+        later = acr.launch(ray_bodies.echo, title="started later")  # picked up while serving
+        wait_for(lambda: status(tmp_path, later.execution_id) == "running", "the new one listed")
+        ray.kill(later.host)
+        wait_for(lambda: status(tmp_path, later.execution_id) == "failed", "its end seen")
+    assert not ref.closed  # serving it left it running
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [(["--demo"], "--demo"), (["--count", "2"], "--count"), (["--approve"], "--approve")],
+)
+def test_serve_ray_refuses_what_starts_or_approves_agents(
+    flags: list[str], needle: str, tmp_path: Path
+) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "agent_channel_acp", "serve", "--ray", *flags],
+        env=env(tmp_path),
+        capture_output=True,
+        text=True,
+        cwd=HERE,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    one_line_failure(run, needle)
+
+
+def test_serve_ray_without_the_ray_package_says_how_to_install_it(tmp_path: Path) -> None:
+    program = (
+        "import sys; sys.modules['agent_channel_ray'] = None\n"
+        "from agent_channel_acp.cli._main import main; main(['serve', '--ray'])"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", program],
+        env=env(tmp_path),
+        capture_output=True,
+        text=True,
+        cwd=HERE,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    one_line_failure(run, "serve --ray needs agent-channel-ray: pip install agent-channel-ray")

@@ -1,0 +1,63 @@
+"""A body the ``serve --ray`` tests run on a Ray cluster (pickled by value: the cluster's
+workers cannot import the tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+from agent_channel import (
+    AgentChannel,
+    AgentInterrupted,
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageUser,
+    MessageAppended,
+    ToolCallFinished,
+    ToolCallStarted,
+    UserMessage,
+    agent_channel,
+)
+
+
+async def echo() -> None:
+    """Answer each message with ``echo: TEXT``; ``work`` starts a turn that only an
+    interrupt ends (it answers ``interrupted``); ``tool`` runs tool call ``t1`` until it is
+    cancelled alone (``t1 cancelled``), then answers ``after the tool``."""
+    ch = agent_channel()
+    messages: list[ChatMessage] = []
+    ch.share(messages)
+
+    def say(message: ChatMessage) -> None:
+        messages.append(message)
+        ch.publish(MessageAppended(message=message, index=len(messages) - 1))
+
+    while True:
+        for item in await ch.receive():
+            if not isinstance(item, UserMessage):
+                continue
+            say(ChatMessageUser(content=item.text))
+            if item.text == "tool":
+                await _tool(ch, say)
+                continue
+            if item.text != "work":
+                say(ChatMessageAssistant(content=f"echo: {item.text}"))
+                continue
+            try:
+                with ch.scope():
+                    say(ChatMessageAssistant(content="working"))
+                    await anyio.sleep_forever()
+            except AgentInterrupted:
+                say(ChatMessageAssistant(content="interrupted"))
+
+
+async def _tool(ch: AgentChannel, say: Callable[[ChatMessage], None]) -> None:
+    ch.publish(ToolCallStarted(tool_call_id="t1", name="wait", arguments={}, title="Waiting"))
+    with ch.scope():
+        with ch.region("t1") as region:
+            say(ChatMessageAssistant(content="t1 running"))
+            await anyio.sleep_forever()
+        status = "cancelled" if region.cancelled else "completed"
+        ch.publish(ToolCallFinished(tool_call_id="t1", name="wait", status=status))
+        say(ChatMessageAssistant(content=f"t1 {status}"))
+        say(ChatMessageAssistant(content="after the tool"))
