@@ -137,3 +137,44 @@ def test_serve_ray_without_the_ray_package_says_how_to_install_it(tmp_path: Path
     )
     assert run.returncode == 2
     one_line_failure(run, "serve --ray needs agent-channel-ray: pip install agent-channel-ray")
+
+
+@pytest.mark.anyio
+async def test_the_console_drives_a_ray_execution(
+    address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The terminal console on ``serve --ray``: it binds the cluster's execution, shows its
+    conversation, and a message typed in it reaches the body on the cluster."""
+    import asyncio
+
+    import anyio
+    from agent_channel_acp.operator.console._app import Console
+    from agent_channel_acp.operator.console._widgets import EntryView
+    from conftest import GUARD
+
+    ref = acr.launch(ray_bodies.echo, title="ray console")
+    eid = ref.execution_id
+    monkeypatch.setenv("AGENT_CHANNEL_RUNTIME_DIR", str(tmp_path))
+    with serving(tmp_path, "--ray", address, **ray_env()):
+        wait_for(lambda: status(tmp_path, eid) is not None, "the execution listed")
+        assert ctl(tmp_path, "send", eid, "before").returncode == 0
+        wait_for(lambda: "echo: before" in texts(tmp_path, eid), "the body's first answer")
+        app = Console(target=eid)
+        async with app.run_test(size=(120, 40)) as pilot:
+
+            async def until(check: Any) -> None:
+                with anyio.fail_after(GUARD * 3):
+                    while not check():
+                        await pilot.pause(0.02)
+
+            def said() -> str:
+                return "\n".join(str(v.content) for v in app.query(EntryView))
+
+            await until(lambda: app.state.role == "driver")
+            await until(lambda: "echo: before" in said())  # the replayed conversation
+            await pilot.click("#input")
+            await pilot.press(*"from the console")
+            await pilot.press("enter")
+            await until(lambda: "echo: from the console" in said())  # answered on the cluster
+        seen = lambda: "from the console" in [m.text for m in ref.messages()]  # noqa: E731
+        await asyncio.to_thread(wait_for, seen, "the body read the console's message")
