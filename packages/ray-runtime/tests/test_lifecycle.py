@@ -85,7 +85,7 @@ def test_a_body_named_by_spec_runs_and_a_bad_spec_is_reported(pool: object) -> N
     with pytest.raises(ValueError, match="module:attr"):
         bad.result(timeout=DEADLINE)
     reason = _record(bad.execution_id, "ended").reason
-    assert reason is not None and reason.startswith("failed: ValueError: a body spec is")
+    assert reason is not None and reason.startswith("failed: ValueError: expected 'module:attr'")
 
 
 def test_a_watcher_sees_the_execution_of_a_killed_actor_finish() -> None:

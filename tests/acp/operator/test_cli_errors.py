@@ -90,8 +90,8 @@ def test_context_window_must_be_a_positive_integer(value: str) -> None:
         ("no_such_module_here:factory", "No module named 'no_such_module_here'"),
         ("agents:no_such_factory", "has no attribute 'no_such_factory'"),
         ("agents:TOOLS", "not callable"),
-        ("agents", "MODULE:FACTORY"),
-        ("agents:", "MODULE:FACTORY"),
+        ("agents", "module:attr"),
+        ("agents:", "module:attr"),
         ("broken_agents:factory", "RuntimeError: broken on import"),
     ],
 )

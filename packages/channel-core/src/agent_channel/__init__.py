@@ -89,6 +89,7 @@ if TYPE_CHECKING:
     from ._items import Steer as Steer
     from ._items import UserMessage as UserMessage
     from ._items import parse_item as parse_item
+    from ._loading import load_spec as load_spec
     from ._messages import ChatMessage as ChatMessage
     from ._messages import ChatMessageAssistant as ChatMessageAssistant
     from ._messages import ChatMessageSystem as ChatMessageSystem
@@ -187,6 +188,7 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "Steer": "_items",
         "UserMessage": "_items",
         "parse_item": "_items",
+        "load_spec": "_loading",
         "ChatMessage": "_messages",
         "ChatMessageAssistant": "_messages",
         "ChatMessageSystem": "_messages",

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from ._cluster import ref_for as ref_for
     from ._cluster import start_cluster as start_cluster
     from ._host import ExecutionHostActor as ExecutionHostActor
-    from ._host import load_body as load_body
     from ._launch import ExecutionHost as ExecutionHost
     from ._launch import launch as launch
     from ._ref import RayChildren as RayChildren
@@ -40,7 +39,6 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "ref_for": "_cluster",
         "start_cluster": "_cluster",
         "ExecutionHostActor": "_host",
-        "load_body": "_host",
         "ExecutionHost": "_launch",
         "launch": "_launch",
         "RayChildren": "_ref",

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 from agent_channel import (
     AgentRef,
@@ -23,6 +22,7 @@ from agent_channel import (
     ExecutionEvent,
     ExecutionSnapshot,
     TurnState,
+    load_spec,
     open_channel,
 )
 from agent_channel._channel import MAX_QUEUED
@@ -37,21 +37,6 @@ BATCH_LIMIT = 1_000
 """Events one poll returns at most."""
 
 Body = Callable[..., Awaitable[Any]]
-
-
-def load_body(spec: str | Body) -> Body:
-    """A body from a ``module:attr`` spec (imported on the actor's worker), or itself."""
-    if not isinstance(spec, str):
-        return spec
-    module, sep, attr = spec.partition(":")
-    if not sep or not module or not attr:
-        raise ValueError(f"a body spec is 'module:attr', not {spec!r}")
-    found: Any = importlib.import_module(module)
-    for part in attr.split("."):
-        found = getattr(found, part)
-    if not callable(found):
-        raise TypeError(f"{spec} is not callable")
-    return cast(Body, found)
 
 
 class _Hosted:
@@ -109,7 +94,7 @@ class ExecutionHostActor:
         """
         hosted = self._get(execution_id)
         try:  # a body that cannot be loaded ends the execution too (launch waits for it)
-            fn = load_body(body)
+            fn = load_spec(body) if isinstance(body, str) else body
             async with open_channel(max_queued=max_queued) as ch:
                 ref = ch.ref()
                 snapshot, _ = ref.watch(hosted.record)

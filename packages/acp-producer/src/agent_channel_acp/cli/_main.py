@@ -11,13 +11,14 @@ line on stderr and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import traceback
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, cast
+
+from agent_channel import load_spec
 
 from ._parser import DEMO, DEMO_ORCHESTRATOR, DEMO_TASK, LOG_ENV, MODEL_ENV, build_parser, fail
 
@@ -31,16 +32,8 @@ DEMO_HINT = " (install the demo: pip install 'agent-channel-acp[demo]')"
 
 
 def load_factory(spec: str) -> AgentFactory:
-    """Import ``module:attr`` (attr may be dotted) and check it is callable."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"expected MODULE:FACTORY, got {spec!r}")
-    obj: object = importlib.import_module(module_name)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise TypeError(f"{spec} is not callable")
-    return cast("AgentFactory", obj)  # what it returns is checked as it runs
+    """The agent factory ``spec`` names (``module:attr``), as :func:`agent_channel.load_spec`."""
+    return cast("AgentFactory", load_spec(spec))  # what it returns is checked as it runs
 
 
 def _agent_and_log(
