@@ -112,3 +112,25 @@ async def test_a16_prompt_after_the_loop_ended_is_32600() -> None:
                 await client.prompt(sid, "hello?")
             assert e.value.code == -32600
             assert "not currently attachable" in e.value.data["reason"]
+
+
+async def test_a_client_opening_sessions_without_end_is_bounded_the_others_go_on() -> None:
+    """Each ``session/new`` of a picker opens a session the connection keeps; past the limit
+    one more is refused with the limit and what frees one, and nothing else changes."""
+    from agent_channel_acp.agent.attach._client import AttachClient
+
+    limit = AttachClient.sessions_limit
+    async with serving("--count", "2", "--input", "gate=g1 start") as server:
+        other = await server.connect()
+        sid = await other.new()  # a picker too (two executions)
+        c = await server.connect()
+        opened = [await c.new() for _ in range(limit)]
+        with pytest.raises(RequestError) as e:
+            await c.new()
+        assert e.value.code == -32603
+        assert f"{limit} sessions" in e.value.data["reason"]
+        assert "session/close" in e.value.data["reason"]
+        await c.request("session/close", {"sessionId": opened[0]})
+        assert await c.new() not in opened  # closing one made room for one
+        await other.prompt(sid, "1")  # the other client picks and is served
+        await other.until(lambda: other.rec.states(sid))

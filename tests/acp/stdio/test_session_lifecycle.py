@@ -211,3 +211,25 @@ async def test_s14_finished_sessions_are_freed_and_a_bounded_number_kept_for_loa
             assert "no longer kept" in e.data["reason"]
         e = await error_of(local.conn.prompt(session_id=sids[-1], prompt=[acp.text_block("hello")]))
         assert e.code == -32600  # kept for load, but nobody reads prompts any more
+
+
+# -- running sessions are bounded -------------------------------------------------------
+
+
+async def test_running_sessions_are_bounded_one_more_is_refused_with_the_way_out() -> None:
+    """A client that keeps opening sessions and never ends them: past the limit the next
+    ``session/new`` is refused with the limit and what frees one; the others go on."""
+    limit = AcpServer.running_limit
+    async with in_process(react_agent) as local:
+        sids = [await local.session() for _ in range(limit)]
+        e = await error_of(local.session())
+        assert e.code == -32603 and e.data is not None
+        assert f"{limit} sessions" in e.data["reason"] and "session/close" in e.data["reason"]
+        with anyio.fail_after(GUARD):  # the running ones go on
+            reply = await local.conn.prompt(session_id=sids[0], prompt=[acp.text_block("hi")])
+        assert reply.stop_reason == "end_turn"
+        with anyio.fail_after(GUARD):
+            assert await local.request("session/close", {"sessionId": sids[1]}) == {}
+        assert await local.session() not in sids  # one closed: room for one more
+        e = await error_of(local.session())
+        assert e.code == -32603

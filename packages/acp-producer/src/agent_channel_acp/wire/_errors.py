@@ -139,6 +139,15 @@ class WireError(Exception):
     def too_many_connections(cls, limit: int) -> WireError:
         return cls.internal_error(f"too many connections: this server serves {limit} at once")
 
+    @classmethod
+    def too_many_sessions(cls, limit: int) -> WireError:
+        """A ``session/new`` while ``limit`` sessions of the connection are open."""
+        reason = (
+            f"{limit} sessions of this connection are open (the limit): "
+            "end one with session/close first"
+        )
+        return cls.internal_error(reason, limit=limit)
+
     # -- sessions and prompts (both modes) -------------------------------------------------
 
     @classmethod

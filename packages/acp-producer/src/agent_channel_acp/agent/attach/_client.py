@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 from uuid import uuid4
 
 from acp.agent.connection import AgentSideConnection
@@ -77,6 +77,10 @@ class Registry(Protocol):
 
 class AttachClient:
     """One connection's ACP handler (see the module docstring)."""
+
+    sessions_limit: ClassVar[int] = 256
+    """How many sessions one connection may keep open (bound, observing or choosing); one
+    more is refused until it closes one (``session/close``)."""
 
     def __init__(self, server: Registry) -> None:
         self._server = server
@@ -310,6 +314,8 @@ class AttachClient:
         """Bind ``wire_id`` to ``hub`` (None: the picker's list) once this request's task is
         done, i.e. its response is on the wire (A5: the response first, then the preamble,
         the replay unless ``replay`` is false (a resume), and the live stream, all taken then)."""
+        if wire_id not in self._bindings and len(self._bindings) >= self.sessions_limit:
+            raise sdk_error(WireError.too_many_sessions(self.sessions_limit))
         task = asyncio.current_task()
         if task is None:
             self._bind(wire_id, hub, observe, note, replay)

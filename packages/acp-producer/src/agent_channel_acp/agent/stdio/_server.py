@@ -54,12 +54,16 @@ class AcpServer:
     """Serves one ACP connection: each ``session/new`` starts one top-level execution.
 
     ``backlog_limit`` bounds the bytes of updates one session queues for a client that is
-    not reading; past it they are dropped with a notice (answers are kept). A finished
-    session is kept for ``session/load`` until :attr:`finished_kept` newer ones finished.
+    not reading; past it they are dropped with a notice (answers are kept). At most
+    :attr:`running_limit` sessions run at once; a finished one is kept for ``session/load``
+    until :attr:`finished_kept` newer ones finished.
     """
 
     finished_kept: ClassVar[int] = 32
     """How many finished sessions are kept for ``session/load``; older ones are freed."""
+    running_limit: ClassVar[int] = 256
+    """How many sessions may run at once; one more ``session/new`` is refused (each is an
+    execution its client has to end: ``session/close``)."""
 
     def __init__(
         self,
@@ -144,6 +148,7 @@ class AcpServer:
     ) -> NewSessionResponse:
         if mcp_servers:
             log.info("ignoring %d MCP server(s): not supported", len(mcp_servers))
+        self._room()
         session_id = uuid4().hex
         journal = None
         if self._store is not None:
@@ -152,6 +157,11 @@ class AcpServer:
         session = await self._start(session_id, cwd, journal)
         # Updates flow once this request's task is done: its response is written (S2).
         return NewSessionResponse(session_id=session.id)
+
+    def _room(self) -> None:
+        """Refuse one more running session past :attr:`running_limit` (before any is journaled)."""
+        if len(self._sessions) >= self.running_limit:
+            raise sdk_error(WireError.too_many_sessions(self.running_limit))
 
     async def _start(self, session_id: str, cwd: str, journal: Journal | None) -> Session:
         """A session's execution started (new, or restored from the store's ``journal``:
@@ -192,6 +202,7 @@ class AcpServer:
         if store is not None and self._live(session_id) is None:
             row = store.get(session_id)
             if row is not None and row.status == "running" and row.meta.get("mode") == "stdio":
+                self._room()  # a restored session runs again: it counts
                 cwd = row.meta.get("cwd")
                 journal = store.journal(session_id, wait=self._restore_wait)
                 return await self._start(
