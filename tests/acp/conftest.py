@@ -344,3 +344,8 @@ def transport(request: pytest.FixtureRequest) -> Iterator[str]:
     finally:
         attach_harness.TRANSPORT = "unix"
         serving.TRANSPORT = "unix"
+
+
+# The host fixtures (a test's agent in ``serve`` and on Ray): last, as ``hosts`` reads the
+# names above.
+from hosts import agent_host, cluster  # noqa: E402, F401

@@ -18,23 +18,28 @@ import anyio.to_thread
 import pytest
 from agent_channel import (
     AgentInterrupted,
+    AwaitingInput,
     Cancel,
     ChatMessage,
     ChatMessageUser,
     Conversation,
     ExecutionEvent,
     ExecutionSnapshot,
+    ItemsDrained,
     MessageAppended,
     NullRegion,
     ToolCall,
+    TurnEnded,
+    TurnStarted,
+    UserMessage,
     agent_channel,
     open_channel,
+    wait_for_message,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("eager_thread_switches")]
 
 CYCLES = int(os.environ.get("HAMMER_CYCLES", "3000"))
-
 
 
 # -- the shared conversation -----------------------------------------------------------
@@ -158,6 +163,82 @@ async def test_watch_from_another_thread_misses_nothing_and_repeats_nothing() ->
         assert [m.text for m in snapshot.messages] + later == final
         appended = [e for e in seen if isinstance(e, MessageAppended)]
         assert snapshot.seq + len(appended) == published
+
+
+async def test_a_late_watcher_learns_the_consumer_waits_for_a_message() -> None:
+    """An operator surface joining while the loop is parked must show it waiting (and
+    why): ``AwaitingInput`` went out before it subscribed, so the snapshot says so."""
+    async with open_channel() as ch, anyio.create_task_group() as tg:
+        ref = ch.ref()
+        assert ref.watch(lambda ev: None)[0].awaiting is None
+        parked = anyio.Event()
+
+        async def consumer() -> None:
+            ch.publish(TurnStarted())  # a turn of work, then the park of its end
+            ch.publish(TurnEnded())
+            waiting = wait_for_message(ch, "max_tokens")
+            parked.set()
+            await waiting
+
+        tg.start_soon(consumer)
+        await parked.wait()
+        snapshot = await anyio.to_thread.run_sync(ref.watch, lambda ev: None)
+        assert snapshot[0].awaiting == "max_tokens"
+        ref.post(UserMessage("go on"))
+    assert ref.watch(lambda ev: None)[0].awaiting is None
+
+
+async def test_awaiting_in_a_snapshot_agrees_with_its_place_in_the_events() -> None:
+    """Watchers join from a foreign thread at random moments while the loop parks and a
+    second thread posts at random moments. A first watcher, there from the start, gives
+    the true state after every event (``AwaitingInput`` parks, ``ItemsDrained`` wakes);
+    each later snapshot's ``awaiting`` must be that state at its ``seq``."""
+    rounds = max(CYCLES // 10, 100)
+    watchers: list[ExecutionSnapshot] = []
+    log: list[ExecutionEvent] = []
+    async with open_channel() as ch:
+        ref = ch.ref()
+        first, _ = ref.watch(log.append)
+        stop = threading.Event()
+
+        def join_repeatedly() -> None:
+            rng = random.Random(5)
+            while not stop.is_set():
+                for _ in range(rng.randrange(300)):
+                    pass
+                watchers.append(ref.watch(lambda ev: None)[0])
+
+        def post_repeatedly() -> None:
+            rng = random.Random(9)
+            for i in range(rounds):
+                for _ in range(rng.randrange(30_000)):
+                    pass
+                ref.post(UserMessage(str(i)))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, join_repeatedly)
+            poster = threading.Thread(target=post_repeatedly)
+            poster.start()
+            last = str(rounds - 1)  # the poster's last message ends the run
+            while not (await wait_for_message(ch)).messages[-1].text.endswith(last):
+                pass
+            await anyio.to_thread.run_sync(poster.join)
+            while len(watchers) < 20:
+                await anyio.lowlevel.checkpoint()
+            stop.set()
+    truth: list[str | None] = [first.awaiting]
+    for event in log:
+        if isinstance(event, AwaitingInput):
+            truth.append(event.stop_reason)
+        elif isinstance(event, ItemsDrained):
+            truth.append(None)
+        else:
+            truth.append(truth[-1])
+    assert first.seq == 0 and first.awaiting is None
+    parked = [w for w in watchers if w.awaiting is not None]
+    assert parked and len(parked) < len(watchers)  # joined both while parked and not
+    for snapshot in watchers:
+        assert snapshot.awaiting == truth[snapshot.seq], snapshot.seq
 
 
 # -- regions ---------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """The shell verbs (A26, with A19, A22-A25 on the wire): ``agent-channel-acp ls | messages |
 send | cancel | cancel-tool | queue | end`` run as subprocesses against ``serve`` (also a
 subprocess), found through the discovery record. The suite's react agent works ``--input``
-on its own: ``block ...`` makes it call a tool that blocks until cancelled.
+on its own: ``block ...`` makes it call a tool that blocks until cancelled. Each test that
+takes ``agent_host`` runs twice: the agent inside ``serve``, and on a Ray cluster that
+``serve --ray`` serves (``hosts``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import anyio
 import pytest
 from acp.client.connection import ClientSideConnection
 from conftest import GUARD, HERE, Recorder
+from hosts import Host
 from serving import (
     ctl,
     ctl_json,
@@ -25,7 +28,7 @@ from serving import (
     wait_for,
 )
 
-AGENT = ("--agent", "agents:react_agent")
+AGENT = "agents:react_agent"
 
 
 @pytest.fixture
@@ -42,10 +45,10 @@ def tool_call_ids(rt: Path, target: str) -> list[str]:
     ]
 
 
-def test_a26_ls_lists_every_server_and_execution(rt: Path) -> None:
+def test_a26_ls_lists_every_server_and_execution(rt: Path, agent_host: Host) -> None:
     run = ctl(rt, "ls")
     assert run.returncode == 0 and "no agent-channel server is running" in run.stdout
-    with serving(rt, *AGENT, "--count", "3") as served:
+    with agent_host.serving(rt, AGENT, "--count", "3") as served:
         ids = served.ids(3)
         listing = ctl_json(rt, "ls")
         (server,) = listing["servers"]
@@ -59,8 +62,10 @@ def test_a26_ls_lists_every_server_and_execution(rt: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_a26_send_reaches_the_agent_and_is_echoed_to_other_clients(rt: Path) -> None:
-    with serving(rt, *AGENT) as served:
+async def test_a26_send_reaches_the_agent_and_is_echoed_to_other_clients(
+    rt: Path, agent_host: Host
+) -> None:
+    with agent_host.serving(rt, AGENT) as served:
         (target,) = await asyncio.to_thread(served.ids)
         rec = Recorder()
         reader, writer = await asyncio.open_unix_connection(
@@ -91,8 +96,10 @@ async def test_a26_send_reaches_the_agent_and_is_echoed_to_other_clients(rt: Pat
         assert "hello from a shell" in texts and "echo: hello from a shell" in texts
 
 
-def test_a26_messages_reads_the_conversation_with_tail_all_and_full(rt: Path) -> None:
-    with serving(rt, *AGENT, "--input", "quick one") as served:
+def test_a26_messages_reads_the_conversation_with_tail_all_and_full(
+    rt: Path, agent_host: Host
+) -> None:
+    with agent_host.serving(rt, AGENT, "--input", "quick one") as served:
         (target,) = served.ids()
         wait_for(lambda: execution(rt, target)["status"] == "waiting for operator", "idle")
         envelope = ctl_json(rt, "messages")  # the only execution: no TARGET needed
@@ -112,8 +119,8 @@ def test_a26_messages_reads_the_conversation_with_tail_all_and_full(rt: Path) ->
         assert run.returncode == 2 and "not allowed with" in run.stderr
 
 
-def test_a26_cancel_tool_stops_one_call_and_the_turn_goes_on(rt: Path) -> None:
-    with serving(rt, *AGENT, "--input", "block it") as served:
+def test_a26_cancel_tool_stops_one_call_and_the_turn_goes_on(rt: Path, agent_host: Host) -> None:
+    with agent_host.serving(rt, AGENT, "--input", "block it") as served:
         (target,) = served.ids()
         wait_for(lambda: tool_call_ids(rt, target), "the blocking tool call")
         (call_id,) = tool_call_ids(rt, target)
@@ -131,8 +138,8 @@ def test_a26_cancel_tool_stops_one_call_and_the_turn_goes_on(rt: Path) -> None:
         assert "was not cancelled" in again.stderr
 
 
-def test_a26_cancel_interrupts_the_turn(rt: Path) -> None:
-    with serving(rt, *AGENT, "--input", "block it") as served:
+def test_a26_cancel_interrupts_the_turn(rt: Path, agent_host: Host) -> None:
+    with agent_host.serving(rt, AGENT, "--input", "block it") as served:
         (target,) = served.ids()
         wait_for(lambda: tool_call_ids(rt, target), "the blocking tool call")
         run = ctl(rt, "cancel", target)
@@ -141,8 +148,10 @@ def test_a26_cancel_interrupts_the_turn(rt: Path) -> None:
         assert execution(rt, target)["status"] != "finished"  # an interrupt, not the end
 
 
-def test_a26_queue_shows_unread_messages_and_withdraw_takes_one_back(rt: Path) -> None:
-    with serving(rt, *AGENT, "--input", "block it") as served:
+def test_a26_queue_shows_unread_messages_and_withdraw_takes_one_back(
+    rt: Path, agent_host: Host
+) -> None:
+    with agent_host.serving(rt, AGENT, "--input", "block it") as served:
         (target,) = served.ids()
         wait_for(lambda: tool_call_ids(rt, target), "the blocking tool call")
         assert ctl(rt, "send", target, "first later").returncode == 0
@@ -158,10 +167,16 @@ def test_a26_queue_shows_unread_messages_and_withdraw_takes_one_back(rt: Path) -
         one_line_failure(again, "was not withdrawn")
 
 
-def test_a26_end_finishes_the_execution_and_it_can_still_be_read(rt: Path) -> None:
-    with serving(rt, *AGENT, "--input", "block it", "--count", "2") as served:
+def test_a26_end_finishes_the_execution_and_it_can_still_be_read(
+    rt: Path, agent_host: Host
+) -> None:
+    with agent_host.serving(rt, AGENT, "--input", "block it", "--count", "2") as served:
         first, second = served.ids(2)
         wait_for(lambda: tool_call_ids(rt, first), "the blocking tool call")
+        if agent_host.kind == "ray":  # its program (the cluster) ends it, not the server
+            one_line_failure(ctl(rt, "end", first), "its program ends it")
+            assert execution(rt, first)["status"] != "finished"
+            return
         run = ctl(rt, "end", first, "--reason", "done here")
         assert run.returncode == 0, run.stderr
         assert run.stdout.strip() == f"ended {first}"
@@ -171,9 +186,9 @@ def test_a26_end_finishes_the_execution_and_it_can_still_be_read(rt: Path) -> No
         one_line_failure(ctl(rt, "send", first, "too late"), "attachable")
 
 
-def test_a26_failures_are_one_line_with_a_non_zero_exit(rt: Path) -> None:
+def test_a26_failures_are_one_line_with_a_non_zero_exit(rt: Path, agent_host: Host) -> None:
     one_line_failure(ctl(rt, "send", "abc", "hi"), "no agent-channel server is running")
-    with serving(rt, *AGENT, "--count", "2") as served:
+    with agent_host.serving(rt, AGENT, "--count", "2") as served:
         a, b = served.ids(2)
         one_line_failure(ctl(rt, "messages"), "2 executions are served")
         one_line_failure(ctl(rt, "send", "zzz-no-such", "hi"), "no execution matches")
@@ -196,7 +211,7 @@ def test_a26_an_answer_over_the_verbs_read_limit_is_named(rt: Path) -> None:
         assert ctl_json(rt, "messages", target)["count"] >= 3  # the previews still fit
 
 
-def test_a26_the_verbs_do_not_import_the_acp_sdk(rt: Path) -> None:
+def test_a26_the_verbs_do_not_import_the_acp_sdk(rt: Path, agent_host: Host) -> None:
     """A verb is a fresh process each time: importing the SDK (~1 s of schema building) would
     be most of it, so the verbs speak their few methods without it."""
     import subprocess
@@ -213,7 +228,7 @@ def test_a26_the_verbs_do_not_import_the_acp_sdk(rt: Path) -> None:
         "    code = e.code\n"
         "print('sdk imported' if 'acp' in sys.modules else 'no sdk', code, file=sys.stderr)\n"
     )
-    with serving(rt, *AGENT, "--input", "block it") as served:
+    with agent_host.serving(rt, AGENT, "--input", "block it") as served:
         (target,) = served.ids()
         for verb in (["ls"], ["send", target, "hello"], ["queue", target], ["cancel", target]):
             run = subprocess.run(
@@ -227,10 +242,10 @@ def test_a26_the_verbs_do_not_import_the_acp_sdk(rt: Path) -> None:
             assert run.stderr.strip().endswith("no sdk 0"), (verb, run.stderr)
 
 
-def test_a26_the_verbs_present_the_token_on_tcp(rt: Path) -> None:
+def test_a26_the_verbs_present_the_token_on_tcp(rt: Path, agent_host: Host) -> None:
     """Over TCP a client must present the discovery record's token in ``initialize``; the
     verbs' own client does, so every verb works there as on the unix socket."""
-    with serving(rt, *AGENT, "--port", "0") as served:
+    with agent_host.serving(rt, AGENT, "--port", "0") as served:
         assert served.record["transport"]["kind"] == "tcp"
         (target,) = served.ids()
         assert ctl(rt, "send", target, "over tcp").returncode == 0

@@ -82,6 +82,7 @@ class AgentChannel:
     __slots__ = (
         "__weakref__",
         "_approver",
+        "_awaiting",
         "_cancels",
         "_claimed",
         "_closed",
@@ -151,6 +152,7 @@ class AgentChannel:
         """The consumer's last word on why it stopped; reported in :class:`ExecutionFinished`."""
         self.turn_state: TurnState = "idle"
         """The last scope transition."""
+        self._awaiting: StopReason | None = None  # parked by wait_for_message, and why
 
     # -- producer side (reached through AgentRef) -------------------------------------
 
@@ -348,6 +350,7 @@ class AgentChannel:
             if cancels:
                 items = [i for i in items if not isinstance(i, Cancel)]
             if items:
+                self._awaiting = None
                 if self._subscribers:
                     from ._events import ItemsDrained
 
@@ -556,6 +559,7 @@ class AgentChannel:
             seq=self._seq,
             closed=self._closed,
             queued=queued,
+            awaiting=self._awaiting,
         )
         if self._closed:
             return snapshot, _nothing

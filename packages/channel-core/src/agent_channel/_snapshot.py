@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._events import TurnState
+    from ._events import StopReason, TurnState
     from ._items import ChannelItem
     from ._messages import ChatMessage
 
@@ -30,3 +30,7 @@ class ExecutionSnapshot:
     queued: tuple[ChannelItem, ...] = ()
     """The items waiting for a drain (Cancels left out): those a producer did not post
     itself, such as an execution's restored from a store, are here to show."""
+    awaiting: StopReason | None = None
+    """The consumer is parked waiting for a message, and why it stopped (as the
+    :class:`AwaitingInput` that a subscriber joining now has missed said); ``None`` while
+    it works."""

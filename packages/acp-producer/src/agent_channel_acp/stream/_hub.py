@@ -8,8 +8,7 @@ module: the replay ring (``_ring``), the tool cards (``_cards``), the operator q
 a :class:`~._stream.Sink` (a binding) that the hub hands every live item, in order.
 
 Everything runs on the server's event loop. An execution on another thread has its
-events handed over with ``call_soon_threadsafe`` (order kept); approvals asked from
-there run here.
+events handed over with ``call_soon_threadsafe`` (order kept); approvals asked there run here.
 """
 
 from __future__ import annotations
@@ -118,6 +117,7 @@ class Hub:
         self._release_approvals: Callable[[], None] | None = None
         snapshot, self._release = ref.watch(self._on_event_any_thread)
         self.turn_state = snapshot.turn_state
+        self.parked = snapshot.awaiting  # a hub added to a parked execution shows it waiting
         self._queue.adopt(snapshot.queued)  # a restored execution's unread messages
         for i, msg in enumerate(snapshot.messages):
             self._appended(MessageAppended(message=msg, index=i))
