@@ -31,6 +31,5 @@ class ExecutionSnapshot:
     """The items waiting for a drain (Cancels left out): those a producer did not post
     itself, such as an execution's restored from a store, are here to show."""
     awaiting: StopReason | None = None
-    """The consumer is parked waiting for a message, and why it stopped (as the
-    :class:`AwaitingInput` that a subscriber joining now has missed said); ``None`` while
-    it works."""
+    """The consumer is parked in :func:`wait_for_message`, and why it stopped (what the
+    :class:`AwaitingInput` a subscriber joining now has missed said); ``None`` otherwise."""
