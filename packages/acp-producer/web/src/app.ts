@@ -14,10 +14,16 @@ export const DRAW_EVERY_MS = 100;
 /** A dropped connection is tried again after this, doubling up to RECONNECT_MAX_MS. */
 export const RECONNECT_FIRST_MS = 250;
 export const RECONNECT_MAX_MS = 5000;
+/** How many of a child's last messages its open conversation shows. */
+export const CHILD_TAIL = 50;
+
+export interface OpenChild { id: string; name: string; messages: Obj[]; error: string; seen: string }
 
 export class Console {
   executions: Obj[] = [];
   selected: string | null = null;
+  /** The child whose conversation is open (K12), as the terminal console's ctrl+r reads it. */
+  child: OpenChild | null = null;
   fold = new Fold();
   fatal = "";
   status = "connecting";
@@ -29,6 +35,7 @@ export class Console {
   private binding = 0;
   private attempt = 0;
   private retry = 0;
+  private childReads = 0;
   private frame = 0;
   private drawn = -Infinity;
 
@@ -123,6 +130,7 @@ export class Console {
     try {
       const answer = await ext<{ executions?: Obj[] }>(this.fleet, "list", {});
       this.executions = answer.executions ?? [];
+      if (this.child && !this.fold.childrenKnown) this.childMoved();
       if (this.selected === null && this.executions.length) {
         const first = this.executions.find((e) => e.drivable !== false) ?? this.executions[0]!;
         void this.select(String(first.id));
@@ -137,6 +145,7 @@ export class Console {
     if (id === this.selected && this.session) return;
     this.selected = id;
     this.fold = new Fold();
+    this.child = null;
     this.changed();
     if (this.fleet) await this.bind(id, true);
   }
@@ -154,7 +163,12 @@ export class Console {
     try {
       const conn = await connect(this.token!, {
         update: (sid, u) => { if (sid === id && mine()) { fold.update(u); this.changed(); } },
-        notification: (m, p) => { if (p.sessionId === id && mine()) { fold.notification(m, p); this.changed(); } },
+        notification: (m, p) => {
+          if (p.sessionId !== id || !mine()) return;
+          fold.notification(m, p);
+          if (m.endsWith("/children")) this.childMoved();
+          this.changed();
+        },
         permission: (params) => this.ask(fold, params as unknown as Obj),
         closed: (why) => { dropped = true; if (mine() && this.session === conn) this.lost("session", why); },
       });
@@ -164,6 +178,7 @@ export class Console {
       if (dropped) throw new Error("the connection closed");
       this.session = conn;
       this.fold = fold;
+      if (this.child) void this.readChild();
     } catch (e) {
       if (!mine()) return;
       if (dropped || e instanceof TokenRefused) {
@@ -243,6 +258,76 @@ export class Console {
     return this.act("end", async (c, sessionId) => {
       await ext(c, "end", { sessionId, reason: "ended from the web console" });
       return `ended ${sessionId}`;
+    });
+  }
+
+  // -- children (K11, K12): the terminal console's ctrl+r, ctrl+e and ctrl+x ----------------
+
+  /** The bound execution's children in tree order: its _agent_channel/children notifications
+   * once one came, else the list's rows for it. */
+  children(): Obj[] {
+    if (this.fold.childrenKnown) return this.fold.children;
+    const row = this.executions.find((e) => String(e.id) === this.selected);
+    return (Array.isArray(row?.children) ? row.children : []) as Obj[];
+  }
+
+  /** Open a child's conversation; from the fleet, of another execution's child. */
+  async openChild(childId: string, name: string, parentId?: string): Promise<void> {
+    if (parentId !== undefined && parentId !== this.selected) await this.select(parentId);
+    this.child = { id: childId, name, messages: [], error: "", seen: "" };
+    this.changed();
+    await this.readChild();
+  }
+
+  closeChild(): void {
+    this.child = null;
+    this.changed();
+  }
+
+  /** The open child's last CHILD_TAIL messages (_agent_channel/messages with childId). */
+  async readChild(): Promise<void> {
+    const child = this.child;
+    const conn = this.session;
+    const sessionId = this.selected;
+    if (!child || !conn || !sessionId) return;
+    const read = ++this.childReads;
+    try {
+      const a = await ext<{ messages?: Obj[] }>(conn, "messages", { sessionId, childId: child.id, tail: CHILD_TAIL });
+      if (read !== this.childReads) return;
+      child.messages = a.messages ?? [];
+      child.error = "";
+    } catch (e) {
+      if (read === this.childReads) child.error = describe(e);
+    }
+    this.changed();
+  }
+
+  /** A children notification: the open child is read again when its row moved. */
+  private childMoved(): void {
+    const child = this.child;
+    const row = child && this.children().find((k) => String(k.id) === child.id);
+    if (!child || !row) return;
+    const seen = `${String(row.status)}/${String(row.turns)}/${String(row.lastActivity)}`;
+    if (seen === child.seen) return;
+    child.seen = seen;
+    void this.readChild();
+  }
+
+  steerChild(text: string): Promise<void> {
+    const child = this.child;
+    if (!child) return Promise.resolve();
+    return this.act("steer child", async (c, sessionId) => {
+      const a = await ext(c, "steer_child", { sessionId, childId: child.id, text });
+      void this.readChild();
+      return `steer for child ${child.name}: ${String(a.outcome ?? "?")}${a.reason ? ` (${String(a.reason)})` : ""}`;
+    });
+  }
+
+  stopChild(childId: string, name: string): Promise<void> {
+    return this.act("stop child", async (c, sessionId) => {
+      const a = await ext(c, "stop_child", { sessionId, childId });
+      if (this.child?.id === childId) void this.readChild();
+      return a.stopped ? `stopped child ${name}` : `child ${name} had ended`;
     });
   }
 }

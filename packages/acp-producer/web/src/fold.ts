@@ -58,6 +58,8 @@ export class Fold {
   turn = "";
   queue: Queued[] = [];
   children: Obj[] = [];
+  /** Whether a children notification came (else the list's rows stand in). */
+  childrenKnown = false;
   approval: Approval | null = null;
   ended: Obj | null = null;
   private counter = 0;
@@ -131,6 +133,7 @@ export class Fold {
       }));
     } else if (name === "children") {
       this.children = (Array.isArray(p.children) ? p.children : []).map((r) => obj(r));
+      this.childrenKnown = true;
     } else if (name === "session_ended") {
       this.ended = p;
       this.queue = [];
