@@ -2,7 +2,7 @@
 // rows and entries re-render only when their own version moves, so a fast stream costs one
 // entry's text per frame.
 import "./jitless";
-import { Component, render } from "preact";
+import { Component, createRef, render } from "preact";
 import { useState } from "preact/hooks";
 import { Console } from "./app";
 import { settled, type Entry } from "./fold";
@@ -17,6 +17,37 @@ const CHILD_CARD = "child-";
 const PREFIX: Record<string, string> = {
   operator: "operator", user: "user", system: "system", agent: "agent", reasoning: "thinking", note: "",
 };
+
+/** A message's text, drawn by appending to its DOM text node what came since the last draw:
+ * setting the whole text instead made the browser lay out (and shape) all of it again at
+ * every draw of a fast stream; an append lets it lay out the last lines only. */
+class DrawnText extends Component<{ entry: Entry; version: number }> {
+  private cuts = -1;
+  private length = 0;
+  private span = createRef<HTMLSpanElement>();
+  shouldComponentUpdate(next: { entry: Entry; version: number }): boolean {
+    if (next.entry !== this.props.entry) return true;
+    this.sync(next.entry);
+    return false;
+  }
+  componentDidMount(): void { this.sync(this.props.entry); }
+  componentDidUpdate(): void { this.cuts = -1; this.sync(this.props.entry); }
+  private sync(e: Entry): void {
+    const text = settled(e);
+    const span = this.span.current;
+    if (!span) return;
+    let node = span.firstChild as globalThis.Text | null;
+    if (!node) node = span.appendChild(document.createTextNode(""));
+    if (e.cuts === this.cuts && text.length >= this.length) {
+      if (text.length > this.length) node.appendData(text.slice(this.length));
+    } else {
+      node.data = text;
+    }
+    this.cuts = e.cuts;
+    this.length = text.length;
+  }
+  render() { return <span class="text" ref={this.span} />; }
+}
 
 class Row extends Component<{ entry: Entry; version: number; console: Console }> {
   shouldComponentUpdate(next: { version: number; entry: Entry }): boolean {
@@ -45,7 +76,7 @@ class Row extends Component<{ entry: Entry; version: number; console: Console }>
     return (
       <div class={`entry ${e.kind}${e.interrupted ? " interrupted" : ""}`} data-testid="entry" data-kind={e.kind} data-key={e.key}>
         {PREFIX[e.kind] && <span class="who">{PREFIX[e.kind]}{e.interrupted ? " (interrupted: not in the conversation)" : ""}</span>}
-        <span class="text">{settled(e)}</span>
+        <DrawnText entry={e} version={e.version} />
       </div>
     );
   }
