@@ -69,3 +69,30 @@ def test_page_reconnects_after_the_server_restarts(tmp_path: Path, page: Any) ->
             "els => els.map(e => e.dataset.key)"
         )
         assert len(keys) == len(set(keys)), keys
+
+
+def test_page_says_so_when_the_restarted_server_refuses_its_token(
+    tmp_path: Path, page: Any
+) -> None:
+    """Started again with another token, the server refuses the page: one line saying so
+    (open the address `agent-channel-acp web` prints), and no more tries."""
+    from playwright.sync_api import expect
+
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    port = str(free_port())
+    for name in ("first", "second"):
+        (tmp_path / name).write_text(f"the {name} token\n")
+        (tmp_path / name).chmod(0o600)
+    with serving(rt, "--demo", "--ws", port, "--token-file", str(tmp_path / "first")) as s:
+        ids(s, 1)
+        page.goto(page_url(s.announced))
+        expect(page.get_by_test_id("connection")).to_have_text("connected")
+        s.proc.send_signal(signal.SIGKILL)
+        s.proc.wait(GUARD)
+        expect(page.get_by_test_id("connection")).to_contain_text("reconnecting")
+    with serving(rt, "--demo", "--ws", port, "--token-file", str(tmp_path / "second")) as s:
+        ids(s, 1)
+        error = page.get_by_test_id("error")
+        expect(error).to_contain_text("refused this page's token")
+        expect(error).to_contain_text("agent-channel-acp web")

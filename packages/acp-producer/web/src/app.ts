@@ -160,8 +160,9 @@ export class Console {
     const fold = fresh ? this.fold : new Fold();
     const mine = () => binding === this.binding;
     let dropped = false;
+    let conn: ClientConnection | null = null; // the closed handler may run before connect returns
     try {
-      const conn = await connect(this.token!, {
+      conn = await connect(this.token!, {
         update: (sid, u) => { if (sid === id && mine()) { fold.update(u); this.changed(); } },
         notification: (m, p) => {
           if (p.sessionId !== id || !mine()) return;
@@ -170,7 +171,7 @@ export class Console {
           this.changed();
         },
         permission: (params) => this.ask(fold, params as unknown as Obj),
-        closed: (why) => { dropped = true; if (mine() && this.session === conn) this.lost("session", why); },
+        closed: (why) => { dropped = true; if (mine() && conn && this.session === conn) this.lost("session", why); },
       });
       if (!mine()) { conn.close(); return; }
       await conn.agent.request("session/load", { sessionId: id, cwd: "/", mcpServers: [] });
