@@ -80,8 +80,7 @@ export class Console {
         });
       } catch (e) {
         if (e instanceof TokenRefused) {
-          this.fatal = `The server refused this page's token (${e.message}). Open the address \`agent-channel-acp web\` prints for the running server.`;
-          this.changed();
+          this.refused(e);
           return;
         }
         this.lost("fleet", this.everConnected ? describe(e) : `cannot reach the server: ${describe(e)}`);
@@ -103,6 +102,13 @@ export class Console {
       }
     }
     if (this.fleet && (this.session || this.selected === null)) this.attempt = 0;
+    this.changed();
+  }
+
+  /** The token is refused (a server restarted with another): the page's one line, no retry. */
+  private refused(e: TokenRefused): void {
+    this.fatal = `The server refused this page's token (${e.message}). Open the address \`agent-channel-acp web\` prints for the running server.`;
+    clearTimeout(this.retry);
     this.changed();
   }
 
@@ -182,7 +188,11 @@ export class Console {
       if (this.child) void this.readChild();
     } catch (e) {
       if (!mine()) return;
-      if (dropped || e instanceof TokenRefused) {
+      if (e instanceof TokenRefused) {
+        this.refused(e);
+        return;
+      }
+      if (dropped) {
         this.lost("session", describe(e));
       } else {
         this.fold = fold;
