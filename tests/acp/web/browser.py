@@ -48,6 +48,36 @@ def chromium() -> Iterator[Any]:
             browser.close()
 
 
+CSP_WATCH = """document.addEventListener("securitypolicyviolation", (e) =>
+  console.log(`CSP refused ${e.violatedDirective} ${e.blockedURI} ${e.sample}`));"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless chromium for a test module (a fixture: import it into the module)."""
+    need_chromium()
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh page; the test fails on any page error or CSP violation the page reports."""
+    from conftest import GUARD
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=GUARD * 1000)
+    context = browser.new_context()
+    p = context.new_page()
+    errors: list[str] = []
+    p.on("pageerror", lambda e: errors.append(str(e)))
+    p.add_init_script(CSP_WATCH)
+    p.on("console", lambda m: errors.append(m.text) if m.text.startswith("CSP ") else None)
+    yield p
+    context.close()
+    assert not errors, errors  # no exception, and nothing the page's CSP had to refuse
+
+
 def page_url(announced: dict[str, Any], token: str | None = "record") -> str:
     """The page of the server ``serve --json`` announced: with the record's token, another
     token, or none (``token=None``)."""

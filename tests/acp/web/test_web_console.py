@@ -6,44 +6,17 @@ then draws; waiting is Playwright's polling of the page under the suite's hang g
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import chromium, ids, need_chromium, page_url
-from conftest import GUARD
+from browser import browser, ids, page, page_url
 from serving import serving
 
 LONG_TOOLS = {"AGENT_CHANNEL_DEMO_TOOL_SECONDS": "60"}
 """Demo tools that outlast a test: a tool is running, a message stays queued."""
 
-
-CSP_WATCH = """document.addEventListener("securitypolicyviolation", (e) =>
-  console.log(`CSP refused ${e.violatedDirective} ${e.blockedURI} ${e.sample}`));"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    need_chromium()
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    from playwright.sync_api import expect
-
-    expect.set_options(timeout=GUARD * 1000)
-    context = browser.new_context()
-    p = context.new_page()
-    errors: list[str] = []
-    p.on("pageerror", lambda e: errors.append(str(e)))
-    p.add_init_script(CSP_WATCH)
-    p.on("console", lambda m: errors.append(m.text) if m.text.startswith("CSP ") else None)
-    yield p
-    context.close()
-    assert not errors, errors  # no exception, and nothing the page's CSP had to refuse
+__all__ = ["browser", "page"]  # the fixtures
 
 
 def test_page_shows_executions_and_drives_one(tmp_path: Path, page: Any) -> None:

@@ -6,6 +6,7 @@ import type { Json, Obj } from "./wire";
 export const META = "agent_channel.";
 export const MAX_ENTRIES = 2000;
 export const MAX_TEXT = 20000;
+export const CUT_TO = (MAX_TEXT * 3) / 4;
 
 export interface Entry {
   key: string;
@@ -19,14 +20,24 @@ export interface Entry {
   /** Chunks not joined into `text` yet: joined once when drawn (see `settled`), not once
    * per chunk, which under 5,000 chunks a second copied the whole text each time. */
   pending: string[];
+  /** How many times `text` lost its head (see `settled`): the view appends to what it drew
+   * while this stays, and draws the whole text again when it moves. */
+  cuts: number;
 }
 
-/** `e.text` with its pending chunks joined in, cut to its last MAX_TEXT characters. */
+/** `e.text` with its pending chunks joined in; over MAX_TEXT characters, cut to its last
+ * CUT_TO: cut by a quarter at a time, so a long stream's drawn text loses its head (and is
+ * laid out whole again) once per 5,000 characters instead of at every draw. */
 export function settled(e: Entry): string {
   if (e.pending.length) {
     const joined = e.text + e.pending.join("");
     e.pending = [];
-    e.text = joined.length > MAX_TEXT ? joined.slice(-MAX_TEXT) : joined;
+    if (joined.length > MAX_TEXT) {
+      e.text = joined.slice(-CUT_TO);
+      e.cuts++;
+    } else {
+      e.text = joined;
+    }
   }
   return e.text;
 }
@@ -58,6 +69,8 @@ export class Fold {
   turn = "";
   queue: Queued[] = [];
   children: Obj[] = [];
+  /** Whether a children notification came (else the list's rows stand in). */
+  childrenKnown = false;
   approval: Approval | null = null;
   ended: Obj | null = null;
   private counter = 0;
@@ -131,6 +144,7 @@ export class Fold {
       }));
     } else if (name === "children") {
       this.children = (Array.isArray(p.children) ? p.children : []).map((r) => obj(r));
+      this.childrenKnown = true;
     } else if (name === "session_ended") {
       this.ended = p;
       this.queue = [];
@@ -143,7 +157,8 @@ export class Fold {
 
   private put(partial: Partial<Entry> & Pick<Entry, "key" | "kind">): Entry {
     const e: Entry = {
-      text: "", title: "", status: "", result: "", interrupted: false, version: 0, pending: [], ...partial,
+      text: "", title: "", status: "", result: "", interrupted: false, version: 0, pending: [], cuts: 0,
+      ...partial,
     };
     this.entries.set(e.key, e);
     while (this.entries.size > MAX_ENTRIES) {

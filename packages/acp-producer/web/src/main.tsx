@@ -2,7 +2,7 @@
 // rows and entries re-render only when their own version moves, so a fast stream costs one
 // entry's text per frame.
 import "./jitless";
-import { Component, render } from "preact";
+import { Component, createRef, render } from "preact";
 import { useState } from "preact/hooks";
 import { Console } from "./app";
 import { settled, type Entry } from "./fold";
@@ -12,9 +12,42 @@ import { tokenOfPage } from "./wire";
 const LABELS: Record<string, string> = {
   pending: "pending", in_progress: "running", completed: "done", failed: "failed", cancelled: "cancelled",
 };
+/** A child's card is a tool call of this id prefix (K11): it opens and stops the child. */
+const CHILD_CARD = "child-";
 const PREFIX: Record<string, string> = {
   operator: "operator", user: "user", system: "system", agent: "agent", reasoning: "thinking", note: "",
 };
+
+/** A message's text, drawn by appending to its DOM text node what came since the last draw:
+ * setting the whole text instead made the browser lay out (and shape) all of it again at
+ * every draw of a fast stream; an append lets it lay out the last lines only. */
+class DrawnText extends Component<{ entry: Entry; version: number }> {
+  private cuts = -1;
+  private length = 0;
+  private span = createRef<HTMLSpanElement>();
+  shouldComponentUpdate(next: { entry: Entry; version: number }): boolean {
+    if (next.entry !== this.props.entry) return true;
+    this.sync(next.entry);
+    return false;
+  }
+  componentDidMount(): void { this.sync(this.props.entry); }
+  componentDidUpdate(): void { this.cuts = -1; this.sync(this.props.entry); }
+  private sync(e: Entry): void {
+    const text = settled(e);
+    const span = this.span.current;
+    if (!span) return;
+    let node = span.firstChild as globalThis.Text | null;
+    if (!node) node = span.appendChild(document.createTextNode(""));
+    if (e.cuts === this.cuts && text.length >= this.length) {
+      if (text.length > this.length) node.appendData(text.slice(this.length));
+    } else {
+      node.data = text;
+    }
+    this.cuts = e.cuts;
+    this.length = text.length;
+  }
+  render() { return <span class="text" ref={this.span} />; }
+}
 
 class Row extends Component<{ entry: Entry; version: number; console: Console }> {
   shouldComponentUpdate(next: { version: number; entry: Entry }): boolean {
@@ -28,8 +61,14 @@ class Row extends Component<{ entry: Entry; version: number; console: Console }>
         <div class={`entry tool ${e.status}`} data-testid="entry" data-kind="tool" data-key={e.key} data-status={e.status}>
           <span class="badge">{LABELS[e.status] ?? e.status}</span> <b>{e.title}</b>
           {e.result && <span class="result"> → {e.result}</span>}
-          {e.status === "in_progress" && (
+          {e.status === "in_progress" && !id.startsWith(CHILD_CARD) && (
             <button data-testid="cancel-tool" onClick={() => void c.cancelTool(id)}>cancel this tool</button>
+          )}
+          {id.startsWith(CHILD_CARD) && (
+            <button data-testid="open-child" onClick={() => void c.openChild(id.slice(CHILD_CARD.length), e.title.replace(/^Child /, ""))}>open</button>
+          )}
+          {e.status === "in_progress" && id.startsWith(CHILD_CARD) && (
+            <button data-testid="stop-child" class="danger" onClick={() => void c.stopChild(id.slice(CHILD_CARD.length), e.title.replace(/^Child /, ""))}>stop</button>
           )}
         </div>
       );
@@ -37,7 +76,7 @@ class Row extends Component<{ entry: Entry; version: number; console: Console }>
     return (
       <div class={`entry ${e.kind}${e.interrupted ? " interrupted" : ""}`} data-testid="entry" data-kind={e.kind} data-key={e.key}>
         {PREFIX[e.kind] && <span class="who">{PREFIX[e.kind]}{e.interrupted ? " (interrupted: not in the conversation)" : ""}</span>}
-        <span class="text">{settled(e)}</span>
+        <DrawnText entry={e} version={e.version} />
       </div>
     );
   }
@@ -73,7 +112,9 @@ function Fleet({ c }: { c: Console }) {
             ...children.map((k: Json) => {
               const child = k as Obj;
               return (
-                <tr key={`${id}/${String(child.id)}`} class="child" data-testid="child">
+                <tr key={`${id}/${String(child.id)}`} class="child" data-testid="child"
+                  data-id={String(child.id)} data-name={String(child.name ?? "")}
+                  onClick={() => void c.openChild(String(child.id), String(child.name ?? ""), id)}>
                   <td style={{ paddingLeft: `${Number(child.depth ?? 1) * 1.5}em` }}>↳ {String(child.name ?? "")} <code>{String(child.id ?? "")}</code></td>
                   <td>{String(child.status ?? "")}{child.end ? ` (${String(child.end)})` : ""}</td>
                   <td>{String(child.turns ?? 0)} turns</td><td /><td />
@@ -84,6 +125,66 @@ function Fleet({ c }: { c: Console }) {
         })}
       </tbody>
     </table>
+  );
+}
+
+function childStatus(k: Obj): string {
+  return `${String(k.status ?? "")}${k.end ? ` (${String(k.end)})` : ""}`;
+}
+
+function Children({ c }: { c: Console }) {
+  const rows = c.children();
+  if (!rows.length && !c.child) return null;
+  return (
+    <div class="children" data-testid="children">
+      <b>Children</b> ({rows.length})
+      <ul>
+        {rows.map((k) => {
+          const id = String(k.id), name = String(k.name ?? "");
+          return (
+            <li key={id} data-testid="child-row" data-id={id} data-name={name} data-status={String(k.status ?? "")}
+              class={c.child?.id === id ? "open" : ""} style={{ paddingLeft: `${(Number(k.depth ?? 1) - 1) * 1.5}em` }}>
+              <b>{name}</b> <span class="badge">{childStatus(k)}</span> {String(k.turns ?? 0)} turns
+              <button data-testid="open-child" onClick={() => void c.openChild(id, name)}>open</button>
+              {k.status !== "ended" && (
+                <button data-testid="stop-child" class="danger" onClick={() => void c.stopChild(id, name)}>stop</button>
+              )}
+            </li>
+          );
+        })}
+      </ul>
+      {c.child && <ChildView c={c} rows={rows} />}
+    </div>
+  );
+}
+
+function ChildView({ c, rows }: { c: Console; rows: Obj[] }) {
+  const k = c.child!;
+  const row = rows.find((r) => String(r.id) === k.id);
+  const [text, setText] = useState("");
+  const steer = () => { if (text.trim()) { void c.steerChild(text); setText(""); } };
+  return (
+    <div class="child-view" data-testid="child-view" data-id={k.id} data-name={k.name}>
+      <h3>child {k.name} <span class="state">{row ? childStatus(row) : ""}</span>{" "}
+        <button data-testid="read-child" onClick={() => void c.readChild()}>read again</button>
+        <button data-testid="close-child" onClick={() => c.closeChild()}>close</button>
+      </h3>
+      {k.error && <p class="error">{k.error}</p>}
+      <div class="conversation">
+        {k.messages.map((m, i) => (
+          <div key={i} class={`entry ${String(m.role ?? "")}`} data-testid="child-message" data-role={String(m.role ?? "")}>
+            <span class="who">{String(m.role ?? "")}</span><span class="text">{String(m.text ?? "")}</span>
+          </div>
+        ))}
+      </div>
+      {row?.status !== "ended" && (
+        <form class="composer" onSubmit={(ev) => { ev.preventDefault(); steer(); }}>
+          <input data-testid="steer" value={text} placeholder={`a steer for ${k.name} (read at its next step)`}
+            onInput={(ev) => setText((ev.target as HTMLInputElement).value)} />
+          <button type="submit" data-testid="steer-send">steer</button>
+        </form>
+      )}
+    </div>
   );
 }
 
@@ -120,6 +221,7 @@ function Execution({ c }: { c: Console }) {
           ))}
         </div>
       )}
+      <Children c={c} />
       {f.queue.length > 0 && (
         <ul class="queue" data-testid="queue">
           {f.queue.map((q) => (
