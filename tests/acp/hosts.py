@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,23 +37,36 @@ class Host:
             with serving(rt, "--agent", agent, *args) as served:
                 yield served
             return
+        with ExitStack() as stack:
+            rest = stack.enter_context(self.launched(agent, *args))
+            yield stack.enter_context(serving(rt, "--ray", str(self.address), *rest, **ray_env()))
+
+    @contextmanager
+    def launched(self, agent: str, *args: str, **environ: str) -> Iterator[list[str]]:
+        """``--count`` executions of ``agent`` on the cluster, ``--input`` posted to each,
+        ``environ`` set on the worker; yields the arguments left for ``serve --ray``."""
         import agent_channel_ray as acr
 
         task, count, rest = _take(list(args))
+        factory = load_spec(agent)
         refs = [
-            acr.launch(run_agent, load_spec(agent), task, host=self.pool, title=f"ray {i}")
+            acr.launch(run_agent, factory, task, environ, host=self.pool, title=_title(i, count))
             for i in range(count)
         ]
         try:
-            with serving(rt, "--ray", str(self.address), *rest, **ray_env()) as served:
-                yield served
+            yield rest
         finally:
             _cancel(refs)
 
 
-async def run_agent(factory: Callable[[str | None], Callable[[], Any]], task: str | None) -> Any:
+async def run_agent(
+    factory: Callable[[str | None], Callable[[], Any]],
+    task: str | None,
+    environ: dict[str, str] | None = None,
+) -> Any:
     """What ``serve --agent`` runs, on a Ray worker: the factory's body, marked live (an
     interactive agent waits for its operator rather than ending), the task first."""
+    os.environ.update(environ or {})
     body = factory(None)
     ref = agent_channel().ref()
     release = ref.mark_live()
@@ -70,6 +83,11 @@ def ray_env() -> dict[str, str]:
     (a local cluster turns it on, with the token in ``~/.ray``, as it starts)."""
     joined = {k: v for k, v in os.environ.items() if k.startswith("RAY_AUTH")}
     return {"RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", **joined}
+
+
+def _title(i: int, count: int) -> str:
+    """Titled as ``serve`` titles its executions (``#N`` when there are several)."""
+    return f"on ray #{i + 1}" if count > 1 else "on ray"
 
 
 def _take(args: list[str]) -> tuple[str | None, int, list[str]]:
@@ -100,6 +118,10 @@ def _cancel(refs: list[Any]) -> None:
         time.sleep(POLL)  # polling the registry, an observable state
 
 
+LOCAL = Host("local")
+"""The default: the agent runs in ``serve``."""
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[str, Any]]:
     """A local cluster in this process (its GCS address) and one pooled host actor."""
@@ -124,6 +146,6 @@ def cluster() -> Iterator[tuple[str, Any]]:
 def agent_host(request: pytest.FixtureRequest) -> Host:
     """The suite's agent host: each test that takes it runs in ``serve`` and on Ray."""
     if request.param == "local":
-        return Host("local")
+        return LOCAL
     address, pool = request.getfixturevalue("cluster")
     return Host("ray", address, pool)

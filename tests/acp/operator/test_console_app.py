@@ -1,5 +1,7 @@
 """The operator console (``agent-channel-acp attach``) in Textual's headless harness, against
-a real ``agent-channel-acp serve --demo`` subprocess on a real unix socket.
+a real ``agent-channel-acp serve --demo`` subprocess on a real unix socket. A test that
+takes ``agent_host`` runs twice: the demo in ``serve``, and on a Ray cluster ``serve --ray``
+serves (``hosts``).
 
 The demo's tools take :data:`TOOL_SECONDS` here, far longer than any test: a tool ends only
 when the operator stops it, so every step waits on what the screen shows, never on a clock.
@@ -14,13 +16,15 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
+from agent_channel_acp.cli._parser import DEMO_TASK
 from agent_channel_acp.operator.console._app import Console
 from agent_channel_acp.operator.console._widgets import EntryView, Picker
 from conftest import GUARD, HERE, agent_env
+from hosts import LOCAL, Host, ray_env
 from serving import executions, stop
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
@@ -34,12 +38,25 @@ DOCS = HERE.parent.parent / "docs"
 
 @contextmanager
 def serving(
-    rt: Path, *args: str, tool_seconds: str = TOOL_SECONDS
+    rt: Path, *args: str, tool_seconds: str = TOOL_SECONDS, host: Host = LOCAL
 ) -> Iterator[subprocess.Popen[str]]:
-    """``agent-channel-acp serve --demo --json ARGS`` until the block ends."""
+    """``agent-channel-acp serve --demo --json ARGS`` until the block ends; on a Ray
+    ``host``, the demo's executions run on the cluster and ``serve --ray`` serves them."""
     env = agent_env(AGENT_CHANNEL_RUNTIME_DIR=str(rt), AGENT_CHANNEL_DEMO_TOOL_SECONDS=tool_seconds)
+    with ExitStack() as stack:
+        command = ["serve", "--demo", "--json", *args]
+        if host.kind == "ray":
+            seconds = {"AGENT_CHANNEL_DEMO_TOOL_SECONDS": tool_seconds}
+            rest = stack.enter_context(host.launched(DEMO_TASK, *args, **seconds))
+            command = ["serve", "--ray", str(host.address), "--json", *rest]
+            env.update(ray_env())
+        yield stack.enter_context(_serve(command, env))
+
+
+@contextmanager
+def _serve(command: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_channel_acp", "serve", "--demo", "--json", *args],
+        [sys.executable, "-m", "agent_channel_acp", *command],
         env=env,
         stdout=subprocess.PIPE,
         text=True,
@@ -100,8 +117,10 @@ async def type_and_send(pilot: Pilot[None], text: str) -> None:
     await pilot.press("enter")
 
 
-async def test_console_renders_the_conversation_and_a_running_tool_card(rt: Path) -> None:
-    with serving(rt):
+async def test_console_renders_the_conversation_and_a_running_tool_card(
+    rt: Path, agent_host: Host
+) -> None:
+    with serving(rt, host=agent_host):
         app = Console()
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, "the bind", lambda: app.state.role == "driver")
@@ -115,8 +134,10 @@ async def test_console_renders_the_conversation_and_a_running_tool_card(rt: Path
             )
 
 
-async def test_esc_sends_session_cancel_and_the_card_turns_cancelled(rt: Path) -> None:
-    with serving(rt):
+async def test_esc_sends_session_cancel_and_the_card_turns_cancelled(
+    rt: Path, agent_host: Host
+) -> None:
+    with serving(rt, host=agent_host):
         app = Console()
         async with app.run_test(size=SIZE) as pilot:
             card = await until(pilot, "a running tool card", lambda: running_card(app))
@@ -133,8 +154,10 @@ async def test_esc_sends_session_cancel_and_the_card_turns_cancelled(rt: Path) -
             )
 
 
-async def test_enter_while_busy_shows_queued_then_the_echo_replaces_it(rt: Path) -> None:
-    with serving(rt):
+async def test_enter_while_busy_shows_queued_then_the_echo_replaces_it(
+    rt: Path, agent_host: Host
+) -> None:
+    with serving(rt, host=agent_host):
         app = Console()
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, "a running tool card", lambda: running_card(app))
@@ -150,8 +173,10 @@ async def test_enter_while_busy_shows_queued_then_the_echo_replaces_it(rt: Path)
             assert not views(app, "queued")
 
 
-async def test_withdraw_key_removes_a_queued_message_the_agent_never_sees_it(rt: Path) -> None:
-    with serving(rt):
+async def test_withdraw_key_removes_a_queued_message_the_agent_never_sees_it(
+    rt: Path, agent_host: Host
+) -> None:
+    with serving(rt, host=agent_host):
         app = Console()
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, "a running tool card", lambda: running_card(app))
@@ -177,8 +202,10 @@ def queued_ids(app: Console) -> list[str]:
     return [v.entry.message_id for v in views(app, "queued")]
 
 
-async def test_a25_two_identical_messages_withdraw_one_the_right_one_goes(rt: Path) -> None:
-    with serving(rt):
+async def test_a25_two_identical_messages_withdraw_one_the_right_one_goes(
+    rt: Path, agent_host: Host
+) -> None:
+    with serving(rt, host=agent_host):
         app = Console()
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, "a running tool card", lambda: running_card(app))
@@ -196,9 +223,9 @@ async def test_a25_two_identical_messages_withdraw_one_the_right_one_goes(rt: Pa
             assert shown(app, "operator").count("same") == 1
 
 
-async def test_a25_a_long_message_withdrawn_leaves_the_screen(rt: Path) -> None:
+async def test_a25_a_long_message_withdrawn_leaves_the_screen(rt: Path, agent_host: Host) -> None:
     """The queue shows a message's first 2,000 characters: the line is matched by id."""
-    with serving(rt):
+    with serving(rt, host=agent_host):
         app = Console()
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, "a running tool card", lambda: running_card(app))
@@ -211,8 +238,10 @@ async def test_a25_a_long_message_withdrawn_leaves_the_screen(rt: Path) -> None:
             assert "withdrawn before the agent read it" in shown(app, "note")
 
 
-async def test_a14_attach_observe_binds_as_observer_and_never_drives(rt: Path) -> None:
-    with serving(rt):
+async def test_a14_attach_observe_binds_as_observer_and_never_drives(
+    rt: Path, agent_host: Host
+) -> None:
+    with serving(rt, host=agent_host):
         app = Console(observe=True)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, "the bind", lambda: app.state.role == "observer")
@@ -230,8 +259,10 @@ async def test_a14_attach_observe_binds_as_observer_and_never_drives(rt: Path) -
             assert card.entry.status == "in_progress"
 
 
-async def test_a22_tool_cancel_key_stops_one_tool_and_the_turn_goes_on(rt: Path) -> None:
-    with serving(rt):
+async def test_a22_tool_cancel_key_stops_one_tool_and_the_turn_goes_on(
+    rt: Path, agent_host: Host
+) -> None:
+    with serving(rt, host=agent_host):
         app = Console()
         async with app.run_test(size=SIZE) as pilot:
             card = await until(pilot, "a running tool card", lambda: running_card(app))
@@ -307,8 +338,10 @@ async def test_clear_message_at_execution_end_with_undelivered_messages(rt: Path
             assert not views(app, "queued")
 
 
-async def test_picker_lists_executions_with_status_and_binds_the_choice(rt: Path) -> None:
-    with serving(rt, "--count", "2"):
+async def test_picker_lists_executions_with_status_and_binds_the_choice(
+    rt: Path, agent_host: Host
+) -> None:
+    with serving(rt, "--count", "2", host=agent_host):
         app = Console()
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, "the picker", lambda: isinstance(app.screen, Picker))
