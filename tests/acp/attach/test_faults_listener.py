@@ -241,3 +241,44 @@ async def test_no_token_in_time_closes_the_connection(
             assert "no token presented in time" in frame["error"]["data"]["reason"]
         finally:
             await p.close()
+
+
+async def test_connections_that_never_make_a_request_cannot_lock_the_owner_out(
+    kind: str,
+) -> None:
+    """Before its first HTTP request (the WebSocket handshake) a connection is not adopted
+    by the listener, so the token pool does not hold it: bare TCP connections that never
+    send a byte wait in a pool of the same bound of their own, the oldest closed for a
+    newcomer, and the token holder still gets in."""
+    if kind == "tcp":
+        pytest.skip("a TCP peer has no request before the token: the token pool holds it")
+    async with door(kind) as d:
+        host, port = d.where.split("//")[1].split("/")[0].split(":")
+        first = await asyncio.open_connection(host, int(port))
+        flood: list[asyncio.StreamWriter] = []
+        try:
+            for _ in range(AUTH_PENDING + 8):  # never a byte: no request, no handshake
+                flood.append((await asyncio.open_connection(host, int(port)))[1])
+            with anyio.fail_after(GUARD):
+                assert await first[0].read() == b""  # closed by the server for a newcomer
+            assert await d.owner() == b"ping"
+        finally:
+            first[1].close()
+            for w in flood:
+                w.close()
+
+
+async def test_a_connection_without_a_request_in_time_is_closed(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if kind == "tcp":
+        pytest.skip("a TCP peer has no request before the token: the token's time limit")
+    monkeypatch.setattr(_listen, "AUTH_SECONDS", 0.2)  # the limit, shortened for the test
+    async with door(kind) as d:
+        host, port = d.where.split("//")[1].split("/")[0].split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            with anyio.fail_after(GUARD):
+                assert await reader.read() == b""
+        finally:
+            writer.close()
