@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _attach import frame, start_server
+
 PIECE = 2048
 
 
@@ -78,11 +80,6 @@ async def serve(rate_kb: int) -> None:
 # -- the client side -------------------------------------------------------------------
 
 
-def frame(msg_id: int, method: str, params: dict[str, Any]) -> bytes:
-    data = {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
-    return json.dumps(data).encode() + b"\n"
-
-
 class Reader:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
@@ -109,19 +106,9 @@ def rss_kb(pid: int) -> int:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        __file__,
-        "--serve",
-        str(args.rate),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,  # the drop's warning line, teardown noise
-        env={**os.environ, "AGENT_CHANNEL_ACP_LOG": "ERROR"},
-    )
-    assert proc.stdout is not None and proc.stdin is not None
-    line = (await proc.stdout.readline()).decode().split()
-    assert line[0] == "READY", line
+    # stderr discarded: the drop's warning line, teardown noise
+    proc, line = await start_server(__file__, str(args.rate), quiet=True)
+    assert proc.stdin is not None
     path, execution = line[1], line[2]
     clients: list[Reader] = []
     for _ in range(args.clients):

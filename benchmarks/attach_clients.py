@@ -41,6 +41,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _attach import frame, pct, start_server
+
 COUNTS = (0, 1, 10, 50)
 LISTENING = asyncio.Event()
 
@@ -134,37 +136,16 @@ class Served:
     async def start(
         cls, kind: str, turns: int = 0, clients: int = 0, src: str | None = None
     ) -> Served:
-        env = {**os.environ, "AGENT_CHANNEL_ACP_LOG": "ERROR"}
-        if src:
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            __file__,
-            "--serve",
-            kind,
-            str(turns),
-            str(clients),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,  # teardown noise of a cut connection
-            env=env,
+        # stderr discarded: teardown noise of a cut connection
+        proc, line = await start_server(
+            __file__, kind, str(turns), str(clients), quiet=True, src=src
         )
-        assert proc.stdout is not None
-        line = (await proc.stdout.readline()).decode().split()
-        assert line[0] == "READY", line
         return cls(proc, line[1], line[2])
 
     async def stop(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         await self.proc.wait()
-
-
-def frame(msg_id: int, method: str, params: dict[str, Any]) -> bytes:
-    return (
-        json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}).encode()
-        + b"\n"
-    )
 
 
 async def bind(path: str, execution: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -222,11 +203,6 @@ async def attach_once(served: Served) -> tuple[float, float, float]:
     assert replayed == 100, replayed
     writer.close()
     return rtt, snapshot, first_live
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _table(rates: dict[int, list[float]], cpus: dict[int, list[float]]) -> dict[str, Any]:

@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _attach import frame, start_server
+
 END = "END-OF-FLOOD"
 
 
@@ -74,21 +76,10 @@ async def serve(count: int, events: int) -> None:
         r.cancel()
 
 
-def frame(msg_id: int, method: str, params: dict[str, Any]) -> bytes:
-    body = {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
-    return json.dumps(body).encode() + b"\n"
-
-
 async def once(count: int, events: int) -> float:
     """Updates per second from ``count`` executions to one client."""
-    env = {**os.environ, "AGENT_CHANNEL_ACP_LOG": "ERROR"}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--serve", str(count), str(events),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
-    )  # fmt: skip
-    assert proc.stdout is not None and proc.stdin is not None
-    line = (await proc.stdout.readline()).decode().split()
-    assert line[:1] == ["READY"], line
+    proc, line = await start_server(__file__, str(count), str(events))
+    assert proc.stdin is not None
     path, ids = line[1], line[2:]
     reader, writer = await asyncio.open_unix_connection(path, limit=1 << 24)
     writer.write(frame(1, "initialize", {"protocolVersion": 1}))

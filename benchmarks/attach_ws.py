@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _attach import frame, pct, start_server
+
 END = "END-OF-FLOOD"
 
 
@@ -101,11 +103,6 @@ def _flood_body(server: Any, events: int) -> Any:
 
 
 # -- the client side -------------------------------------------------------------------
-
-
-def frame(msg_id: int, method: str, params: dict[str, Any]) -> bytes:
-    body = {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
-    return json.dumps(body).encode() + b"\n"
 
 
 class Target:
@@ -185,25 +182,9 @@ async def _left(target: Target) -> None:
         writer.close()
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    env = {**os.environ, "AGENT_CHANNEL_ACP_LOG": "ERROR"}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        __file__,
-        "--serve",
-        str(args.events),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        env=env,
-    )
-    assert proc.stdout is not None and proc.stdin is not None
-    line = (await proc.stdout.readline()).decode().split()
-    assert line[:1] == ["READY"], line
+    proc, line = await start_server(__file__, str(args.events))
+    assert proc.stdin is not None
     target = Target(line)
     kinds = ("unix", "ws")
     binds: dict[str, list[float]] = {k: [] for k in kinds}

@@ -43,7 +43,7 @@ async def real_serve(*args: str, rt: Path | None = None) -> AsyncIterator[Server
     rt = rt or Path(tempfile.mkdtemp(prefix="acp-rt-"))
     rt.chmod(0o700)
     over_ws = attach_harness.TRANSPORT == "ws"
-    if over_ws:
+    if over_ws and "--ws" not in args:
         args = ("--ws", "0", *args)
     gates = Path(tempfile.mkdtemp(prefix="acp-gates-"))
     log = gates / "serve.log"  # its stderr: no fault may leave a traceback there

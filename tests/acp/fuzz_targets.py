@@ -1,5 +1,5 @@
 """The servers under fuzz, as subprocesses: ``stdio --agent agents:react_agent`` on pipes,
-and ``serve --demo`` on its unix socket or on TCP with the token.
+and ``serve --demo`` on its unix socket, or on TCP or WebSocket with the token.
 
 They run with ``AGENT_CHANNEL_ACP_DEBUG=1`` (``fuzz_env``) so ``_agent_channel/debug``
 reports their task and connection counts. Driving is asyncio on one loop the test owns
@@ -26,7 +26,7 @@ from fuzz_frames import JSON, Pool
 class Target:
     """A server subprocess under fuzz: how to reach it, and its log."""
 
-    kind: str  # "stdio" | "unix" | "tcp"
+    kind: str  # "stdio" | "unix" | "tcp" | "ws"
     proc: subprocess.Popen[bytes]
     log: Path
     transport: JSON = field(default_factory=dict[str, Any])
@@ -43,13 +43,19 @@ class Target:
             reader, writer = await asyncio.open_unix_connection(
                 self.transport["path"], limit=1 << 24
             )
+        elif self.kind == "ws":  # the clients' own WebSocket client: one message per line
+            from agent_channel_acp.wire._ws import ws_streams
+
+            reader, writer = await ws_streams(
+                self.transport["url"], reader=asyncio.StreamReader(1 << 24)
+            )
         else:
             reader, writer = await asyncio.open_connection(
                 self.transport["host"], self.transport["port"], limit=1 << 24
             )
         wire = Wire(reader, writer, pool)
         wire.start()
-        if self.kind == "tcp":
+        if self.kind in ("tcp", "ws"):
             token = {"agent_channel.token": self.transport["token"]}
             reply = await wire.call("initialize", {"protocolVersion": 1, "_meta": token}, "auth")
             assert "result" in reply, reply
@@ -101,13 +107,17 @@ class _Popenish:
         raise NotImplementedError("await the asyncio process instead")
 
 
-def start_serve(tmp: Path, *, tcp: bool, level: str = "INFO", debug: bool = True) -> Target:
-    """``agent-channel-acp serve --demo`` (unix socket, or TCP with the token); its runtime
-    directory is ``tmp/rt``, its log ``tmp/unix.log`` or ``tmp/tcp.log``, its stdout the
-    announcement (``Target.announced``)."""
-    log = tmp / ("tcp.log" if tcp else "unix.log")
+def start_serve(
+    tmp: Path, *, tcp: bool, level: str = "INFO", debug: bool = True, ws: bool = False
+) -> Target:
+    """``agent-channel-acp serve --demo`` (unix socket, TCP with the token, or with ``ws``
+    WebSocket with the token); its runtime directory is ``tmp/rt``, its log
+    ``tmp/unix.log``, ``tmp/tcp.log`` or ``tmp/ws.log``, its stdout the announcement
+    (``Target.announced``)."""
+    kind = "ws" if ws else "tcp" if tcp else "unix"
+    log = tmp / f"{kind}.log"
     rt = tmp / "rt"
-    where = ["--port", "0"] if tcp else []
+    where = ["--port", "0"] if tcp else ["--ws", "0"] if ws else []
     with log.open("wb") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "agent_channel_acp", "serve", "--demo", "--json", *where],
@@ -120,7 +130,8 @@ def start_serve(tmp: Path, *, tcp: bool, level: str = "INFO", debug: bool = True
     assert line, f"serve did not start: {log.read_text()}"
     announced = json.loads(line)
     record = json.loads(Path(announced["record"]).read_text())
-    return Target("tcp" if tcp else "unix", proc, log, record["transport"], announced=line)
+    transport = record["ws"] if ws else record["transport"]
+    return Target(kind, proc, log, transport, announced=line)
 
 
 def _first_line(proc: subprocess.Popen[bytes]) -> str:

@@ -30,7 +30,8 @@ async def test_garbage_frames_get_errors_and_everyone_keeps_being_served() -> No
         c, sid = await bound(server)
         await c.prompt(sid, "say=kept")  # queued while the garbage flies
         reader, writer = await server.raw()
-        for line in (b"not json", b"[1,2,3]", b"42", b'"x"', b"null", b'{"id": 3}'):
+        garbage = (b"not json", b"[1,2,3]", b"42", b'"x"', b"null", b'{"id": 3}', b'{"\xff": 1}')
+        for line in garbage:  # the last is not UTF-8 (over WebSocket: a binary message)
             writer.write(line + b"\n")
             await writer.drain()
             reply = await answer(reader)

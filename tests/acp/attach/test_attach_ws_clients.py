@@ -16,7 +16,6 @@ from agent_channel_acp.wire._ws import connect
 from conftest import GUARD, HERE
 from serving import env, wait_for
 from ws_serving import (
-    TOKEN_KEY,
     call,
     hello,
     only_id,
@@ -173,41 +172,4 @@ async def test_accepted_tcp_and_ws_sockets_have_nagle_off() -> None:
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) <= 2 * (128 << 10)
         await ws.close()
     finally:
-        await endpoint.close()
-
-
-async def test_websockets_without_the_token_cannot_lock_the_owner_out_and_the_oldest_goes() -> None:
-    """The listener faults' rule over WebSocket: peers past the handshake that never present
-    the token wait in the bounded pool (``AUTH_PENDING``); the oldest is told and closed
-    for a newcomer, and the token holder still gets in."""
-    from agent_channel_acp.hosting._asgi import WsEndpoint, WsOptions
-    from agent_channel_acp.hosting._listen import AUTH_PENDING
-
-    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while line := await reader.readline():
-            writer.write(line)
-            await writer.drain()
-
-    endpoint = WsEndpoint(echo, WsOptions(0))
-    await endpoint.start()
-    url, token = endpoint.transport["url"], endpoint.transport.get("token")
-    silent = []
-    try:
-        first = await connect(url)
-        silent = [await connect(url) for _ in range(AUTH_PENDING + 8)]  # more than the pool
-        with anyio.fail_after(GUARD):
-            told = await first.recv()
-            assert told is not None and "waiting" in json.loads(told)["error"]["data"]["reason"]
-            assert await first.recv() is None  # and closed
-        owner = await connect(url)
-        await owner.send(request(0, "initialize", hello(token)))
-        await owner.send(b"ping")
-        with anyio.fail_after(GUARD):
-            echoed = await owner.recv()  # the initialize, its token taken out
-            assert echoed is not None and TOKEN_KEY not in echoed.decode()
-            assert await owner.recv() == b"ping"
-        await owner.close()
-    finally:
-        for ws in silent:
-            await ws.close()
         await endpoint.close()

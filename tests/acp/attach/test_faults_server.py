@@ -4,6 +4,11 @@ stale discovery record is swept by the next server, and the console's link recon
 that successor. A second server refusing a live one's socket is
 ``test_attach_transport.py::test_a1_refuses_to_bind_over_a_live_server_and_replaces_a_stale_socket``.
 
+Each test runs with its clients over the unix socket and over WebSocket (``[unix]``,
+``[ws]``); over WebSocket the console's link is given the url and a token file, as
+``attach --server URL --token-file F`` does, and the successor listens on the same port
+with the same token file.
+
 A request is made to be in flight for sure by stopping the server (SIGSTOP) before it is
 sent; the signal under test is delivered while it waits.
 """
@@ -12,20 +17,25 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import signal
+import socket
 import tempfile
 from pathlib import Path
 
 import anyio
+import attach_harness
 import pytest
+from agent_channel_acp.operator._connect import remote_record
 from agent_channel_acp.operator.console._link import Link
 from agent_channel_acp.operator.console._state import State
-from agent_channel_acp.wire._discovery import live_records
+from agent_channel_acp.wire import _discovery
+from agent_channel_acp.wire._discovery import live_records, use_remote
 from attach_harness import Client, Server, tool_ids
 from conftest import GUARD
 from faults import frame, half_open, real_serve
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("transport")]
 
 
 def _rt() -> Path:
@@ -116,8 +126,10 @@ async def test_the_console_link_reconnects_to_a_successor(
 ) -> None:
     rt = _rt()
     monkeypatch.setenv("AGENT_CHANNEL_RUNTIME_DIR", str(rt))
+    monkeypatch.setattr(_discovery, "_remote", [])  # what use_remote sets, restored after
+    args = ("--input", "gate=never start", *_fixed_ws(rt))
     link = Link(State())
-    async with real_serve("--input", "gate=never start", rt=rt) as first:
+    async with real_serve(*args, rt=rt) as first:
         running = asyncio.ensure_future(link.run())
         try:
             with anyio.fail_after(GUARD * 3):
@@ -130,7 +142,7 @@ async def test_the_console_link_reconnects_to_a_successor(
                 while link.bound.is_set():  # noqa: ASYNC110 (the link's own observable state)
                     await asyncio.sleep(0.01)
             assert "disconnected" in link.state.connection
-            async with real_serve("--input", "gate=never start", rt=rt):
+            async with real_serve(*args, rt=rt):
                 with anyio.fail_after(GUARD * 3):
                     while not (link.bound.is_set() and link.attempts == 2):  # noqa: ASYNC110
                         await asyncio.sleep(0.01)
@@ -139,6 +151,21 @@ async def test_the_console_link_reconnects_to_a_successor(
         finally:
             running.cancel()
             await asyncio.gather(running, return_exceptions=True)
+
+
+def _fixed_ws(rt: Path) -> tuple[str, ...]:
+    """Over WebSocket: ``serve`` arguments for a port and a token both servers share, and
+    the link pointed at them (``attach --server URL --token-file F``)."""
+    if attach_harness.TRANSPORT != "ws":
+        return ()
+    with socket.socket() as s:  # a free port (released at once; the first server takes it)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = rt.parent / f"{rt.name}.token"
+    token.write_text(secrets.token_urlsafe(32))
+    token.chmod(0o600)
+    use_remote(remote_record(f"ws://127.0.0.1:{port}/acp", str(token), None))
+    return ("--ws", str(port), "--token-file", str(token))
 
 
 async def test_sigterm_with_half_open_and_stalled_clients_still_exits() -> None:

@@ -1,9 +1,11 @@
-"""Fuzzing the attach server's wire (issue 10): ``serve --demo`` on its unix socket, and on
-TCP with the token.
+"""Fuzzing the attach server's wire (issue 10): ``serve --demo`` on its unix socket, on TCP
+with the token, and over WebSocket with the token (``[unix]``, ``[tcp]``, ``[ws]``).
 
 Each example is one connection (bound to the served execution first, or not) that gets a
 batch of frames drawn by hypothesis (see ``fuzz_frames``), cut into random writes, then
-EOF; the server answers what it read and closes. After each: the process is alive, every
+EOF; the server answers what it read and closes (over WebSocket, which has no half-close,
+the client waits for every answer, then closes; each line is one message, through the
+clients' own WebSocket client). After each: the process is alive, every
 request with a usable id got exactly one well-formed response and every other frame that
 is not a JSON object an error with a null id (``fuzz_checker``). Afterwards: no task,
 connection, binding or file descriptor more than before (``_agent_channel/debug`` with
@@ -24,6 +26,7 @@ from typing import Any
 
 import pytest
 from acp.client.connection import ClientSideConnection
+from agent_channel_acp.wire._ws import ws_streams
 from attach_harness import AttachRecorder
 from conftest import GUARD, HERE
 from fuzz_checker import Wire, fds
@@ -43,8 +46,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 
-def fuzz_serve(tmp: Path, examples: int, *, tcp: bool) -> Figures:
-    target = start_serve(tmp, tcp=tcp)
+def fuzz_serve(tmp: Path, examples: int, kind: str) -> Figures:
+    target = start_serve(tmp, tcp=kind == "tcp", ws=kind == "ws")
     figures = Figures(target.kind)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -81,8 +84,14 @@ def fuzz_serve(tmp: Path, examples: int, *, tcp: bool) -> Figures:
             if prologue is not None:
                 await wire.send([prologue], [])
             await wire.send(lines, cut_at)
-            wire.writer.write_eof()  # the server answers what it read, then closes
-            await wire.settled()
+            if target.kind == "ws":
+                # A WebSocket has no half-close (RFC 6455 5.5.1: no data after a close):
+                # every answer is awaited, then the client closes and the server follows.
+                await wire.settled()
+                wire.writer.close()
+            else:
+                wire.writer.write_eof()  # the server answers what it read, then closes
+                await wire.settled()
             assert wire.reading is not None
             async with asyncio.timeout(GUARD * 3):
                 await asyncio.shield(wire.reading)  # the server closed: nothing more comes
@@ -153,6 +162,10 @@ async def sdk_turns_attach(target: Target, execution_id: str) -> None:
     if target.kind == "unix":
         reader, writer = await asyncio.open_unix_connection(target.transport["path"], limit=1 << 24)
         meta: dict[str, Any] = {}
+    elif target.kind == "ws":
+        reader = asyncio.StreamReader(1 << 24)
+        reader, writer = await ws_streams(target.transport["url"], reader=reader)
+        meta = {"agent_channel.token": target.transport["token"]}
     else:
         reader, writer = await asyncio.open_connection(
             target.transport["host"], target.transport["port"], limit=1 << 24
@@ -181,25 +194,19 @@ async def sdk_turns_attach(target: Target, execution_id: str) -> None:
         writer.close()
 
 
-def test_fuzz_serve_unix_short(tmp_path: Path) -> None:
-    figures = fuzz_serve(tmp_path, CI_EXAMPLES, tcp=False)
-    print(figures.line())
+SHORT = {"unix": CI_EXAMPLES, "tcp": CI_EXAMPLES // 4, "ws": CI_EXAMPLES // 4}
+LONG = {"unix": SOAK_EXAMPLES, "tcp": SOAK_EXAMPLES * 4 // 3, "ws": SOAK_EXAMPLES * 4 // 3}
 
 
-def test_fuzz_serve_tcp_short(tmp_path: Path) -> None:
-    figures = fuzz_serve(tmp_path, CI_EXAMPLES // 4, tcp=True)
+@pytest.mark.parametrize("kind", ["unix", "tcp", "ws"])
+def test_fuzz_serve_short(tmp_path: Path, kind: str) -> None:
+    figures = fuzz_serve(tmp_path, SHORT[kind], kind)
     print(figures.line())
 
 
 @pytest.mark.soak
-def test_fuzz_serve_unix_long(tmp_path: Path) -> None:
-    figures = fuzz_serve(tmp_path, SOAK_EXAMPLES, tcp=False)
-    print(figures.line())
-    assert figures.frames >= SOAK_FRAMES
-
-
-@pytest.mark.soak
-def test_fuzz_serve_tcp_long(tmp_path: Path) -> None:
-    figures = fuzz_serve(tmp_path, SOAK_EXAMPLES * 4 // 3, tcp=True)
+@pytest.mark.parametrize("kind", ["unix", "tcp", "ws"])
+def test_fuzz_serve_long(tmp_path: Path, kind: str) -> None:
+    figures = fuzz_serve(tmp_path, LONG[kind], kind)
     print(figures.line())
     assert figures.frames >= SOAK_FRAMES

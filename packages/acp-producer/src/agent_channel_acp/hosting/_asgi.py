@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..wire._discovery import TokenFileError, read_token_file
 from ..wire._transport import MAX_FRAME
+from . import _listen
 from ._listen import Handler, Listener, ListenError, adopting
 from ._page import serve_page
 
@@ -132,6 +133,7 @@ class WsEndpoint:
 
         config = uvicorn.Config(
             self.app,
+            http=_guarded_http(_Idle()),
             interface="asgi3",
             lifespan="off",
             log_config=None,
@@ -255,6 +257,61 @@ async def _outbound(reader: asyncio.StreamReader, send: Any) -> None:
         if scanned > MAX_OUT:
             log.warning("closing a WebSocket: a frame over %d bytes", MAX_OUT)
             return
+
+
+class _Idle:
+    """Connections that have not made their first HTTP request yet (no WebSocket, so no
+    listener holds them): at most :data:`~._listen.AUTH_PENDING`, the oldest closed for a
+    newcomer, each for at most :data:`~._listen.AUTH_SECONDS`. Without it a bare TCP
+    connection that never sends a byte was held for good (uvicorn's ``limit_concurrency``
+    does not count WebSockets, and starts no timer before a first request)."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[asyncio.Transport, asyncio.TimerHandle] = {}
+
+    def arrived(self, transport: asyncio.Transport) -> None:
+        if len(self._waiting) >= _listen.AUTH_PENDING:
+            oldest = next(iter(self._waiting))
+            log.warning("closing the oldest of %d connections without a request", len(self))
+            self._close(oldest)
+        loop = asyncio.get_running_loop()
+        self._waiting[transport] = loop.call_later(_listen.AUTH_SECONDS, self._close, transport)
+
+    def spoke(self, transport: asyncio.Transport) -> None:
+        timer = self._waiting.pop(transport, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _close(self, transport: asyncio.Transport) -> None:
+        self.spoke(transport)
+        transport.close()
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+
+def _guarded_http(idle: _Idle) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol, each connection in ``idle`` until its first request."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    class Guarded(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+        _idle_transport: asyncio.Transport
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._idle_transport = transport
+            idle.arrived(transport)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if getattr(self, "scope", None) is not None:  # a whole request was read
+                idle.spoke(self._idle_transport)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            idle.spoke(self._idle_transport)
+            super().connection_lost(exc)
+
+    return Guarded
 
 
 async def _forbidden(send: Any) -> None:

@@ -234,10 +234,11 @@ class Listener:
         """Read until ``initialize`` presents the token; (ok, bytes to serve first)."""
         loop = asyncio.get_running_loop()
         buffer = b""
+        received = 0  # every byte before the token counts, answered lines too
         while True:
             end = buffer.find(b"\n")
             if end < 0:
-                if len(buffer) > AUTH_BYTES:
+                if received > AUTH_BYTES:
                     await _refuse(conn, _auth_required(None, "too much input before the token"))
                     return False, b""
                 chunk = await loop.sock_recv(conn, 1 << 16)
@@ -245,6 +246,7 @@ class Listener:
                     conn.close()
                     return False, b""
                 buffer += chunk
+                received += len(chunk)
                 continue
             line, buffer = buffer[:end], buffer[end + 1 :]
             verdict = self._judge(line)

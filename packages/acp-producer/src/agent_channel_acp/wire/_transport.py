@@ -29,6 +29,11 @@ Bounds and edges, all handled here so the SDK never logs a traceback for them:
 - A client that is gone is a debug line: a response that can no longer be
   written is dropped quietly; anything else the agent sends raises
   ``ConnectionError`` for the caller.
+- Writes are coalesced: the frames written within one event-loop iteration (every hub's
+  step to this connection, answers) go out as one write at the next iteration, in the
+  order written, or at once past :data:`COALESCE` bytes, before a drain and at close. A
+  frame counts as handed to the transport when it is written here (the mark's rule):
+  nothing written later can reach the wire before it.
 
 No ``acp`` import here: this module only moves dicts.
 """
@@ -65,6 +70,10 @@ CLOSE_GRACE = 0.5
 _ID_SCAN = 64 << 10
 """How much of an oversized frame is searched for its request id."""
 
+COALESCE = 64 << 10
+"""Bytes written within one loop iteration that wait to go out as one write; past it
+they are written at once (so what waits here stays small and backpressure shows)."""
+
 
 @dataclass(slots=True)
 class _Oversized:
@@ -95,6 +104,9 @@ class LineTransport:
         self._closed = False
         self._gone = False
         self._transport = writer.transport
+        self._pending: list[bytes] = []  # written this iteration, not yet to the transport
+        self._pending_size = 0
+        self._flushing: asyncio.Handle | None = None
 
     async def receive(self) -> dict[str, Any] | None:
         """The next well-formed JSON-RPC object, or None at end of stream."""
@@ -136,6 +148,7 @@ class LineTransport:
             self._answered.set()
         try:
             self.write_frame(message)
+            self._flush_pending()
             await self._writer.drain()
         except ConnectionError:
             self._lost()
@@ -148,12 +161,15 @@ class LineTransport:
         return self._gone or self._closed or self._writer.transport.is_closing()
 
     def ready(self) -> bool:
-        """True when a frame written now goes straight out: open, and nothing left buffered."""
+        """True when a frame written now goes straight out: open, and nothing left buffered
+        by the transport (what waits here for this iteration's write is less than
+        :data:`COALESCE` bytes, and goes out before anything written later)."""
         return not self._closed and self._transport.get_write_buffer_size() == 0
 
     async def drain(self) -> None:
         """Wait while the peer is not reading (the stream's high-water mark is passed)."""
         try:
+            self._flush_pending()
             await self._writer.drain()
         except ConnectionError:
             self._lost()
@@ -168,10 +184,32 @@ class LineTransport:
         self.write_bytes(encode(message) + b"\n")
 
     def write_bytes(self, data: bytes) -> None:
-        """Write encoded frames (newline included) now."""
+        """Write encoded frames (newline included) now: they go out with this iteration's
+        other writes, in order (see the module docstring)."""
         if self._closed or self._writer.transport.is_closing():
             self._lost()
             raise ConnectionError("the client is gone")
+        self._pending.append(data)
+        self._pending_size += len(data)
+        if self._pending_size >= COALESCE:
+            self._flush_pending()
+        elif self._flushing is None:
+            self._flushing = asyncio.get_running_loop().call_soon(self._flush_pending)
+
+    def _flush_pending(self) -> None:
+        """Hand what waits to the transport, as one write."""
+        if self._flushing is not None:
+            self._flushing.cancel()
+            self._flushing = None
+        pending = self._pending
+        if not pending:
+            return
+        data = pending[0] if len(pending) == 1 else b"".join(pending)
+        pending.clear()
+        self._pending_size = 0
+        if self._writer.transport.is_closing():
+            self._lost()
+            return
         self._writer.write(data)
 
     async def close(self) -> None:
@@ -179,6 +217,7 @@ class LineTransport:
             return
         await self._settle(lambda method: True, CLOSE_GRACE)
         self._closed = True
+        self._flush_pending()
         await self._flush(CLOSE_GRACE)
         try:
             self._writer.close()
@@ -256,8 +295,8 @@ class LineTransport:
         if self._closed or self._gone:
             return
         try:
-            self._writer.write(error.frame(msg_id))
-            await self._writer.drain()
+            self.write_bytes(error.frame(msg_id))  # behind what was written before it
+            await self.drain()
         except ConnectionError:
             self._lost()
 

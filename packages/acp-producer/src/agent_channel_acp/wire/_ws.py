@@ -5,7 +5,8 @@ Light on purpose (the contract ``wire-and-verbs-light``: no SDK, no pydantic her
 checked), masked client frames, text and binary messages, fragmentation, ping/pong, the
 closing handshake, and a message size limit. ``wss://`` through :mod:`ssl` (``cafile`` for
 a self-signed certificate). :func:`ws_streams` gives a client the pair of asyncio streams
-every client here already speaks newline-delimited JSON-RPC on: one line per message.
+every client here already speaks newline-delimited JSON-RPC on: one line per message
+(text, or binary for a line that is not UTF-8).
 """
 
 from __future__ import annotations
@@ -209,6 +210,17 @@ async def ws_streams(
     return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
+def _utf8(line: bytes) -> bool:
+    """Whether ``line`` may go as a text message (RFC 6455 8.1: UTF-8 only; a server closes
+    the WebSocket on one that is not). Other lines go as binary messages, so the server's
+    wire answers them as it answers the same bytes on a socket (-32700), and goes on."""
+    try:
+        line.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 async def _pump(ws: WsClient, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     async def up() -> None:
         while True:
@@ -216,7 +228,7 @@ async def _pump(ws: WsClient, reader: asyncio.StreamReader, writer: asyncio.Stre
                 line = await reader.readuntil(b"\n")
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
                 return
-            await ws.send(line[:-1])
+            await ws.send(line[:-1], text=_utf8(line))
 
     async def down() -> None:
         while (message := await ws.recv()) is not None:
