@@ -61,3 +61,35 @@ async def _tool(ch: AgentChannel, say: Callable[[ChatMessage], None]) -> None:
         ch.publish(ToolCallFinished(tool_call_id="t1", name="wait", status=status))
         say(ChatMessageAssistant(content=f"t1 {status}"))
         say(ChatMessageAssistant(content="after the tool"))
+
+
+async def asking() -> None:
+    """``approve ID`` asks the approver about tool call ``ID`` and says ``ID allowed`` or
+    ``ID rejected`` (``ID unasked`` with none); ``ask TEXT`` asks the operator to choose
+    red or blue and says ``answer: ...`` (what the model would read)."""
+    from agent_channel import ToolCall, ask_user
+
+    ch = agent_channel()
+    messages: list[ChatMessage] = []
+    ch.share(messages)
+
+    def say(message: ChatMessage) -> None:
+        messages.append(message)
+        ch.publish(MessageAppended(message=message, index=len(messages) - 1))
+
+    while True:
+        for item in await ch.receive():
+            if not isinstance(item, UserMessage):
+                continue
+            say(ChatMessageUser(content=item.text))
+            verb, _, rest = item.text.partition(" ")
+            with ch.scope():
+                if verb == "approve":
+                    approver = ch.approver
+                    call = ToolCall(id=rest, name="shell", arguments={"command": "ls"})
+                    allowed = None if approver is None else await approver(call)
+                    said = {None: "unasked", True: "allowed", False: "rejected"}[allowed]
+                    say(ChatMessageAssistant(content=f"{rest} {said}"))
+                elif verb == "ask":
+                    answer = await ask_user(rest, choices=("red", "blue"))
+                    say(ChatMessageAssistant(content=f"answer: {answer.for_model()}"))

@@ -7,10 +7,11 @@ interrupt the execution through that server.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,9 +106,9 @@ def test_the_verbs_drive_a_ray_execution(address: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("flags", "needle"),
-    [(["--demo"], "--demo"), (["--count", "2"], "--count"), (["--approve"], "--approve")],
+    [(["--demo"], "--demo"), (["--count", "2"], "--count")],
 )
-def test_serve_ray_refuses_what_starts_or_approves_agents(
+def test_serve_ray_refuses_what_starts_agents(
     flags: list[str], needle: str, tmp_path: Path
 ) -> None:
     run = subprocess.run(
@@ -145,7 +146,6 @@ async def test_the_console_drives_a_ray_execution(
 ) -> None:
     """The terminal console on ``serve --ray``: it binds the cluster's execution, shows its
     conversation, and a message typed in it reaches the body on the cluster."""
-    import asyncio
 
     import anyio
     from agent_channel_acp.operator.console._app import Console
@@ -178,3 +178,70 @@ async def test_the_console_drives_a_ray_execution(
             await until(lambda: "echo: from the console" in said())  # answered on the cluster
         seen = lambda: "from the console" in [m.text for m in ref.messages()]  # noqa: E731
         await asyncio.to_thread(wait_for, seen, "the body read the console's message")
+
+
+async def _driver(served: Any, eid: str, policy: Any) -> tuple[Any, Any, asyncio.StreamWriter]:
+    """An SDK client on the server of ``served``, driving ``eid`` (``session/load``);
+    ``policy`` answers its ``session/request_permission`` requests."""
+    from acp.client.connection import ClientSideConnection
+    from attach_harness import AttachRecorder
+    from serving import connect
+
+    reader, writer, meta = await connect(served.record)
+    rec = AttachRecorder(policy=policy)
+    conn = ClientSideConnection(rec, writer, reader, observers=[rec.observe])
+    await conn.initialize(protocol_version=1, **meta)
+    params = {"cwd": str(HERE), "sessionId": eid, "mcpServers": []}
+    await conn._conn.send_request("session/load", params)  # pyright: ignore[reportPrivateUsage]
+    return conn, rec, writer
+
+
+def _prompt(conn: Any, eid: str, text: str) -> Any:
+    params = {"sessionId": eid, "prompt": [{"type": "text", "text": text}]}
+    return asyncio.ensure_future(conn._conn.send_request("session/prompt", params))
+
+
+@pytest.mark.anyio
+async def test_serve_ray_approve_asks_the_client_and_the_body_on_the_cluster_gets_it(
+    address: str, tmp_path: Path
+) -> None:
+    """``serve --ray --approve``: a tool call of a body on the cluster becomes the driving
+    client's ``session/request_permission``; its allow, then its reject, reach the body;
+    its question (with choices) is asked the same way and its choice is the answer."""
+    from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+
+    ref = acr.launch(ray_bodies.asking, title="ray approvals")
+    eid = ref.execution_id
+    answers = ["allow_once", "reject_once", "choice-1"]
+
+    async def policy(request: dict[str, Any]) -> RequestPermissionResponse:
+        option = answers.pop(0)
+        assert option in request["options"], request
+        if option == "reject_once":
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=option)
+        )
+
+    def said(text: str) -> Callable[[], bool]:
+        return lambda: text in [m.text for m in ref.messages()]
+
+    with serving(tmp_path, "--ray", address, "--approve", **ray_env()) as served:
+        await asyncio.to_thread(wait_for, lambda: status(tmp_path, eid), "the execution listed")
+        conn, rec, writer = await _driver(served, eid, policy)
+        try:
+            _prompt(conn, eid, "approve t1")
+            await rec.wait_until(lambda: len(rec.permissions) == 1)
+            asked = rec.permissions[0]
+            assert asked["sessionId"] == eid and asked["toolCall"]["toolCallId"] == "t1"
+            assert asked["toolCall"]["rawInput"] == {"command": "ls"}
+            await asyncio.to_thread(wait_for, said("t1 allowed"), "the allow on the cluster")
+            _prompt(conn, eid, "approve t2")
+            await asyncio.to_thread(wait_for, said("t2 rejected"), "the reject on the cluster")
+            _prompt(conn, eid, "ask which colour?")
+            await asyncio.to_thread(wait_for, said("answer: blue"), "the answer on the cluster")
+            assert len(rec.permissions) == 3 and "which colour?" in str(rec.permissions[2])
+        finally:
+            await conn.close()
+            writer.close()
+    ray.cancel(ref.run)

@@ -53,12 +53,14 @@ def serve_ray_command(
     port: int | None,
     replay: int,
     context_window: int | None,
+    approve: bool = False,
     as_json: bool,
     ws: WsOptions | None = None,
 ) -> int:
     """``agent-channel-acp serve --ray ADDRESS``: serve the cluster's executions until
     SIGINT/SIGTERM; the exit status. ``hosted`` is ``agent_channel_ray.hosted``
-    (:func:`load_ray`): the cluster's running executions, joining it first."""
+    (:func:`load_ray`): the cluster's running executions, joining it first. With
+    ``approve`` their approvals are routed to the drivers, as ``serve --approve`` does."""
     from ..agent.attach._server import AttachServer
 
     path = Path(socket_path).absolute() if socket_path else None
@@ -68,7 +70,7 @@ def serve_ray_command(
         raise ServeError(f"cannot join the Ray cluster at {address}: {e}") from None
 
     async def main() -> None:
-        server = AttachServer(replay=replay, context_window=context_window)
+        server = AttachServer(replay=replay, approve=approve, context_window=context_window)
         served: set[str] = set()
 
         def add(found: list[Any]) -> None:
