@@ -3,7 +3,9 @@ workers cannot import the tests)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import anyio
 from agent_channel import (
@@ -21,7 +23,8 @@ from agent_channel import (
 
 
 async def echo() -> None:
-    """Answer each message with ``echo: TEXT``; ``work`` starts a turn that only an
+    """Answer each message with ``echo: TEXT``; ``block GATE`` holds the host until the
+    file ``GATE`` exists (see :func:`_block`); ``work`` starts a turn that only an
     interrupt ends (it answers ``interrupted``); ``tool`` runs tool call ``t1`` until it is
     cancelled alone (``t1 cancelled``), then answers ``after the tool``."""
     ch = agent_channel()
@@ -40,6 +43,9 @@ async def echo() -> None:
             if item.text == "tool":
                 await _tool(ch, say)
                 continue
+            if item.text.startswith("block "):
+                _block(Path(item.text.removeprefix("block ")))
+                continue
             if item.text != "work":
                 say(ChatMessageAssistant(content=f"echo: {item.text}"))
                 continue
@@ -49,6 +55,14 @@ async def echo() -> None:
                     await anyio.sleep_forever()
             except AgentInterrupted:
                 say(ChatMessageAssistant(content="interrupted"))
+
+
+def _block(gate: Path) -> None:
+    """Hold the host actor's event loop (a host busy in synchronous code) until ``gate``
+    exists; ``GATE.blocked`` says it holds it."""
+    gate.with_suffix(".blocked").touch()
+    while not gate.exists():
+        time.sleep(0.01)  # the load the test puts on the host, not a synchronisation
 
 
 async def _tool(ch: AgentChannel, say: Callable[[ChatMessage], None]) -> None:

@@ -245,3 +245,44 @@ async def test_serve_ray_approve_asks_the_client_and_the_body_on_the_cluster_get
             await conn.close()
             writer.close()
     ray.cancel(ref.run)
+
+
+@pytest.mark.anyio
+async def test_a_busy_host_does_not_hold_the_servers_other_sessions(
+    address: str, tmp_path: Path
+) -> None:
+    """A prompt to an execution whose host is busy waits for that host, on its own: the
+    server's loop answers another session's prompt (another host) meanwhile."""
+    import threading
+
+    from agent_channel import UserMessage
+    from conftest import GUARD, allow
+
+    busy = acr.launch(ray_bodies.echo, title="busy")
+    other = acr.launch(ray_bodies.echo, title="other")
+    gate = tmp_path / "gate"
+    with serving(tmp_path, "--ray", address, **ray_env()) as served:
+        for ref in (busy, other):
+            listed = lambda ref=ref: status(tmp_path, ref.execution_id)  # noqa: E731
+            await asyncio.to_thread(wait_for, listed, "the execution listed")
+        one, _, w1 = await _driver(served, busy.execution_id, allow)
+        two, _, w2 = await _driver(served, other.execution_id, allow)
+        try:
+            # its answer may wait for the gate too (the body takes the loop first): a thread
+            threading.Thread(target=busy.post, args=(UserMessage(f"block {gate}"),)).start()
+            blocked = gate.with_suffix(".blocked").exists
+            await asyncio.to_thread(wait_for, blocked, "the host to be busy")
+            stuck = _prompt(one, busy.execution_id, "while busy")  # its post waits for the host
+            await asyncio.wait_for(_prompt(two, other.execution_id, "meanwhile"), GUARD)
+            assert not stuck.done()  # the gate is shut: the busy host still holds its post
+        finally:
+            gate.touch()
+        await asyncio.wait_for(stuck, GUARD)
+        said = lambda: "echo: while busy" in [m.text for m in busy.messages()]  # noqa: E731
+        await asyncio.to_thread(wait_for, said, "the busy host to read the prompt")
+        assert "echo: meanwhile" in [m.text for m in other.messages()]
+        for conn, writer in ((one, w1), (two, w2)):
+            await conn.close()
+            writer.close()
+    for ref in (busy, other):
+        ray.kill(ref.host)

@@ -6,6 +6,8 @@ routed it (``anyio.from_thread``: asyncio or trio), each call waiting in a threa
 so the poll goes on; the answer goes back by an actor call. A request no longer listed was
 withdrawn (its turn interrupted, the execution over): its call is cancelled. The route ends
 with its release, the host's end of it, or the actor's death (every call then cancelled).
+Routing and releasing submit actor calls without waiting for them: the event loop that
+routes (an attach server's) never waits on the network.
 """
 
 from __future__ import annotations
@@ -31,25 +33,45 @@ POLL_WAIT = 1.0
 Fn = Callable[[Any], Awaitable[Any]]
 
 
-def start(host: Any, execution_id: str, kind: Kind, fn: Fn, token: int) -> Callable[[], None]:
-    """Follow route ``token`` of ``execution_id`` on ``host``, answering with ``fn`` on the
-    calling loop; returns the release (idempotent, from any thread)."""
+def start(host: Any, execution_id: str, kind: Kind, fn: Fn) -> Callable[[], None]:
+    """Route ``fn`` onto ``execution_id`` on ``host`` and follow the route, answering with
+    ``fn`` on the calling loop; returns the release (idempotent, from any thread). Neither
+    waits for the actor: the route is asked for here, its token awaited by the follower."""
     loop = anyio.lowlevel.current_token()
+    routed = host.route.remote(execution_id, kind)  # a submission: it does not wait
     stop = threading.Event()
+    lock = threading.Lock()
+    known: list[int] = []  # the route's token, once the follower has it
     calls: dict[str, _Call] = {}
 
-    def release() -> None:
-        if stop.is_set():
-            return
-        stop.set()  # the follower cancels the calls: it sees the route end (or the actor die)
-        try:
-            ray.get(host.unroute.remote(execution_id, token))
-        except Exception:  # the actor died, or the driver shut down: nothing routed
+    def unroute(token: int) -> None:
+        try:  # a submission: the host ends the route (the follower sees it end)
+            host.unroute.remote(execution_id, token)
+        except Exception:  # the driver shut down: nothing is routed any more
             log.debug("route %s of %s: already gone", token, execution_id)
 
+    def release() -> None:
+        with lock:
+            if stop.is_set():
+                return
+            stop.set()
+            token = known[0] if known else None
+        if token is not None:
+            unroute(token)
+
     def follow() -> None:
-        version = -1
         try:
+            outcome: Outcome = ray.get(routed)
+            token: int = outcome.unwrap()
+            if token == 0:  # the execution had ended
+                return
+            with lock:
+                known.append(token)
+                released = stop.is_set()
+            if released:  # released before the route was made
+                unroute(token)
+                return
+            version = -1
             while not stop.is_set():
                 got: Requests = ray.get(
                     host.requests.remote(execution_id, token, version, POLL_WAIT)
@@ -63,8 +85,8 @@ def start(host: Any, execution_id: str, kind: Kind, fn: Fn, token: int) -> Calla
                         calls[rid] = _Call(host, execution_id, token, rid, fn, request, loop)
                 if got.done:
                     return
-        except Exception as exc:  # the actor died, the driver shut down
-            log.info("route %s of %s ended: %s", token, execution_id, type(exc).__name__)
+        except Exception as exc:  # the actor died, the driver shut down, too many routes
+            log.info("route of %s ended: %s: %s", execution_id, type(exc).__name__, exc)
         finally:
             stop.set()
             for c in list(calls.values()):

@@ -47,6 +47,9 @@ class RayRef:
 
     __slots__ = ("_host", "_id", "_run")
 
+    remote = True
+    """Its calls block on the network: an attach server makes them off its event loop."""
+
     def __init__(self, host: Any, execution_id: str, run: Any = None) -> None:
         self._host = host
         self._id = execution_id
@@ -147,13 +150,7 @@ class RayRef:
             anyio.lowlevel.current_token()
         except RuntimeError:
             raise RuntimeError(f"route_{kind}() on a RayRef runs on an event loop") from None
-        try:
-            token: int = self._call("route", kind)
-        except ChannelClosed:  # its actor died: nothing will ask
-            return _no_release
-        if token == 0:  # the execution has ended
-            return _no_release
-        return start(self._host, self._id, kind, fn, token)
+        return start(self._host, self._id, kind, fn)
 
     def snapshot(self) -> ExecutionSnapshot:
         """The execution's state now (``seq``: the number of the next event)."""
@@ -218,10 +215,6 @@ def _deliver(callback: Subscriber, event: ExecutionEvent, execution_id: str) -> 
 
 def _kind(value: object) -> str:
     return f"{type(value).__name__} {value!r}"[:80]
-
-
-def _no_release() -> None:
-    return None
 
 
 class RayChildren:
