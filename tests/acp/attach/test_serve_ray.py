@@ -286,3 +286,48 @@ async def test_a_busy_host_does_not_hold_the_servers_other_sessions(
             writer.close()
     for ref in (busy, other):
         ray.kill(ref.host)
+
+
+@pytest.mark.anyio
+async def test_bridge_binds_a_stdio_client_to_a_ray_execution(address: str, tmp_path: Path) -> None:
+    """The Zed path: ``agent-channel-acp bridge ID`` (a subprocess, as an editor launches
+    it) against ``serve --ray``; its stdio client's ``session/new`` binds the execution on
+    the cluster, and a prompt is answered there."""
+    import anyio
+    from acp import spawn_agent_process, text_block
+    from conftest import GUARD, Recorder
+
+    ref = acr.launch(ray_bodies.echo, title="ray bridge")
+    eid = ref.execution_id
+    rec = Recorder()
+
+    def said() -> str:
+        chunks = [u for u in rec.updates[eid] if u["sessionUpdate"] == "agent_message_chunk"]
+        return "".join(u.get("content", {}).get("text", "") for u in chunks)
+
+    with serving(tmp_path, "--ray", address, **ray_env()):
+        await asyncio.to_thread(wait_for, lambda: status(tmp_path, eid), "the execution listed")
+        async with spawn_agent_process(
+            rec,
+            sys.executable,
+            "-m",
+            "agent_channel_acp",
+            "bridge",
+            eid,
+            env=env(tmp_path),
+            cwd=str(HERE),
+            transport_kwargs={"stderr": None},
+            observers=[rec.observe],
+        ) as (conn, _proc):
+            with anyio.fail_after(GUARD):
+                await conn.initialize(protocol_version=1)
+                session = await conn.new_session(cwd=str(HERE), mcp_servers=[])
+            assert session.session_id == eid  # the cluster's execution, not a new one
+            await rec.wait_until(lambda: "Bound to" in said())
+            with anyio.fail_after(GUARD):
+                answer = await conn.prompt(session_id=eid, prompt=[text_block("over the bridge")])
+            assert answer.stop_reason == "end_turn"
+            await rec.wait_until(lambda: "echo: over the bridge" in said())
+    assert "over the bridge" in [m.text for m in ref.messages()]  # read on the cluster
+    ray.kill(ref.host)
+
