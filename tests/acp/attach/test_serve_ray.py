@@ -2,7 +2,8 @@
 
 A local cluster starts in the test process and runs an interactive body; ``serve --ray
 ADDRESS`` joins it from another process, and the verbs, each a subprocess, list, message and
-interrupt the execution through that server.
+interrupt the execution through that server; an SDK client is asked its approvals and
+questions, and ``bridge`` (the editor's path) binds a stdio client to it.
 """
 
 from __future__ import annotations
@@ -331,3 +332,26 @@ async def test_bridge_binds_a_stdio_client_to_a_ray_execution(address: str, tmp_
     assert "over the bridge" in [m.text for m in ref.messages()]  # read on the cluster
     ray.kill(ref.host)
 
+
+@pytest.mark.anyio
+async def test_serve_ray_serves_at_most_its_limit_and_says_so_once(
+    address: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Past the limit of running executions, new ones of the cluster are not served, and
+    one log line says so (not one per look)."""
+    from agent_channel_acp.agent.attach._server import AttachServer
+    from agent_channel_acp.hosting._ray import SERVED_LIMIT, Adder
+
+    assert AttachServer.finished_kept == SERVED_LIMIT
+    refs = [acr.launch(ray_bodies.echo, title=f"limited {i}") for i in range(3)]
+    server = AttachServer()
+    add = Adder(server, limit=2)
+    with caplog.at_level("WARNING", logger="agent_channel_acp"):
+        for _ in range(3):  # three looks at the cluster
+            add(await asyncio.to_thread(acr.hosted, address))
+    assert len(server.hubs()) == 2
+    full = [r for r in caplog.records if "the limit" in r.getMessage()]
+    assert len(full) == 1 and "serving 2 running executions" in full[0].getMessage()
+    await server.aclose()
+    for ref in refs:
+        ray.kill(ref.host)
