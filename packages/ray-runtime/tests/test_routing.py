@@ -154,3 +154,50 @@ async def test_a_dead_actor_ends_the_routing_and_cancels_the_approver() -> None:
     with anyio.fail_after(WAIT):
         await cancelled.wait()
     release()  # nothing left to release: no error
+
+
+ROUTER = """
+import sys, anyio, agent_channel_ray as acr
+async def main():
+    acr.connect(sys.argv[1])
+    ref = acr.ref_for(sys.argv[2])
+    async def never(call):
+        print("asked", flush=True)
+        await anyio.sleep_forever()
+    ref.route_approvals(never)
+    ref.snapshot()  # a later call of this process: the route (asked first) is in effect
+    print("routed", flush=True)
+    await anyio.sleep_forever()
+anyio.run(main)
+"""
+
+
+def test_a_router_whose_process_died_lets_the_request_go_to_what_was_there(pool: object) -> None:
+    """The routing process is killed while its approver holds a request: after the lease
+    the route ends and the request is asked of what the execution had (none: refused)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    ref = acr.launch(bodies.asks, host=pool)
+    address = ray.get_runtime_context().gcs_address
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ROUTER, address, ref.execution_id],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"},
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "routed"
+        ref.post(UserMessage("approve z"))
+        assert proc.stdout.readline().strip() == "asked"
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + WAIT  # a guard against a hang, never a threshold
+    while "z: False" not in [m.text for m in ref.messages()]:  # the lease ran out: refused
+        assert time.monotonic() < deadline, "the route outlived its router"
+        time.sleep(0.05)
+    ray.cancel(ref.run)
