@@ -62,3 +62,39 @@ def quickstart_agent() -> object:
         [call(tool_call("lookup", topic="answer")), call(tool_call("submit", answer="42"))]
     )
     return react(model=model, tools=[lookup])
+
+
+async def asks() -> None:
+    """``approve NAME`` asks the approver about tool call NAME and says ``NAME: True``,
+    ``NAME: False`` or ``NAME: no approver``; ``ask TEXT`` asks the operator and says
+    ``answer: ...`` (what the model would read). Each inside a scope: an interrupt says
+    ``interrupted``."""
+    from agent_channel import ToolCall, ask_user
+
+    ch = agent_channel()
+    messages: list[ChatMessage] = []
+    ch.share(messages)
+
+    def say(text: str) -> None:
+        messages.append(ChatMessageUser(content=text))
+        ch.publish(MessageAppended(message=messages[-1], index=len(messages) - 1))
+
+    while True:
+        for item in await ch.receive():
+            if not isinstance(item, UserMessage):
+                continue
+            verb, _, rest = item.text.partition(" ")
+            try:
+                with ch.scope():
+                    if verb == "approve":
+                        approver = ch.approver
+                        if approver is None:
+                            say(f"{rest}: no approver")
+                        else:
+                            say(f"{rest}: {await approver(ToolCall(id=rest, name='shell'))}")
+                    elif verb == "ask":
+                        say(f"answer: {(await ask_user(rest)).for_model()}")
+            except AgentInterrupted:
+                say("interrupted")
+            except Exception as e:
+                say(f"failed: {type(e).__name__}: {e}")

@@ -27,7 +27,8 @@ from agent_channel import (
 )
 from agent_channel._channel import MAX_QUEUED
 
-from ._wire import Batch, Outcome, call
+from ._routes import ROUTE_LIMIT, Kind, Route
+from ._wire import Batch, Outcome, Requests, call
 
 LOG_LIMIT = 10_000
 """Events an execution's log keeps for watchers; one further behind takes a new snapshot."""
@@ -50,6 +51,7 @@ class _Hosted:
         self.closed = False
         self.wake = asyncio.Event()
         self.live: dict[int, Callable[[], None]] = {}
+        self.routes: dict[int, Route] = {}
 
     def record(self, event: ExecutionEvent) -> None:
         self.log.append((self.next_seq, event))
@@ -104,6 +106,8 @@ class ExecutionHostActor:
                 return await fn(*args)
         finally:
             hosted.closed = True
+            for route in list(hosted.routes.values()):
+                route.end()
             hosted.wake.set()
             hosted.opened.set()  # a caller waiting for a body that failed to start
             self._forget_old(execution_id)
@@ -164,6 +168,41 @@ class ExecutionHostActor:
         release = hosted.live.pop(token, None) if hosted is not None else None
         if release is not None:
             release()
+
+    async def route(self, execution_id: str, kind: Kind) -> Outcome:
+        """Route a ref's approver or resolver (see ``_routes``); its token, ``0`` once the
+        execution has ended (nothing to route)."""
+        ref = await self._ref(execution_id)
+        hosted = self._get(execution_id)
+        if hosted.closed:
+            return Outcome(value=0)
+        if len(hosted.routes) >= ROUTE_LIMIT:
+            message = f"execution {execution_id} has {ROUTE_LIMIT} routes already"
+            return Outcome(error="RuntimeError", message=message)
+        self._tokens += 1
+        token = self._tokens
+        hosted.routes[token] = Route(kind, ref, lambda: hosted.routes.pop(token, None))
+        return Outcome(value=token)
+
+    async def requests(self, execution_id: str, token: int, version: int, wait: float) -> Requests:
+        """A route's parked requests once they differ from ``version`` (a long poll)."""
+        hosted = self._executions.get(execution_id)
+        route = hosted.routes.get(token) if hosted is not None else None
+        if route is None:  # ended (released, the execution over, forgotten)
+            return Requests(version, (), done=True)
+        return await route.poll(version, wait)
+
+    async def answer(self, execution_id: str, token: int, rid: str, outcome: Outcome) -> None:
+        hosted = self._executions.get(execution_id)
+        route = hosted.routes.get(token) if hosted is not None else None
+        if route is not None:
+            route.answer(rid, outcome)
+
+    async def unroute(self, execution_id: str, token: int) -> None:
+        hosted = self._executions.get(execution_id)
+        route = hosted.routes.get(token) if hosted is not None else None
+        if route is not None:
+            route.end()
 
     async def snapshot(self, execution_id: str) -> ExecutionSnapshot:
         """The execution's state now; its ``seq`` is the number of the next event logged."""

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio.lowlevel
 import ray
 from agent_channel import (
+    Approver,
     Cancel,
     ChannelClosed,
     ChannelItem,
@@ -23,12 +25,15 @@ from agent_channel import (
     ExecutionEvent,
     ExecutionFinished,
     ExecutionSnapshot,
+    Resolver,
     Subscriber,
     TurnState,
 )
 from ray.exceptions import RayActorError
 
+from ._asking import start
 from ._registry import _first_line  # pyright: ignore[reportPrivateUsage]
+from ._routes import Kind
 from ._wire import Batch, Outcome
 
 log = logging.getLogger(__name__)
@@ -41,6 +46,9 @@ class RayRef:
     """A producer's handle on one execution hosted by an :class:`ExecutionHost` actor."""
 
     __slots__ = ("_host", "_id", "_run")
+
+    remote = True
+    """Its calls block on the network: an attach server makes them off its event loop."""
 
     def __init__(self, host: Any, execution_id: str, run: Any = None) -> None:
         self._host = host
@@ -121,14 +129,28 @@ class RayRef:
 
         return release
 
-    def route_questions(self, handler: Callable[..., object]) -> Callable[[], None]:
-        """Accept a question handler and route nothing to it; returns a no-op release.
+    def route_approvals(self, approver: Approver) -> Callable[[], None]:
+        """Answer the execution's approval requests with ``approver`` until released, as
+        ``AgentRef.route_approvals``: the last one routed wins, the release restores the one
+        before. Call it on an event loop: ``approver`` runs there (asyncio or trio), and is
+        cancelled when the asking turn is interrupted."""
+        if not callable(approver):
+            raise TypeError(f"route_approvals() takes an async callable, not {_kind(approver)}")
+        return self._route("approvals", approver)
 
-        A body's questions are answered where the execution runs (its own channel's
-        handler, on the worker): an attach server serving the cluster cannot answer them.
-        """
-        del handler
-        return _no_release
+    def route_questions(self, resolver: Resolver) -> Callable[[], None]:
+        """Answer the questions of the execution and of its children with ``resolver`` until
+        released, as ``AgentRef.route_questions`` (on the calling loop, as approvals)."""
+        if not callable(resolver):
+            raise TypeError(f"route_questions() takes an async callable, not {resolver!r:.60}")
+        return self._route("questions", resolver)
+
+    def _route(self, kind: Kind, fn: Callable[[Any], Awaitable[Any]]) -> Callable[[], None]:
+        try:
+            anyio.lowlevel.current_token()
+        except RuntimeError:
+            raise RuntimeError(f"route_{kind}() on a RayRef runs on an event loop") from None
+        return start(self._host, self._id, kind, fn)
 
     def snapshot(self) -> ExecutionSnapshot:
         """The execution's state now (``seq``: the number of the next event)."""
@@ -191,8 +213,8 @@ def _deliver(callback: Subscriber, event: ExecutionEvent, execution_id: str) -> 
         log.exception("a subscriber of %s raised", execution_id)
 
 
-def _no_release() -> None:
-    return None
+def _kind(value: object) -> str:
+    return f"{type(value).__name__} {value!r}"[:80]
 
 
 class RayChildren:

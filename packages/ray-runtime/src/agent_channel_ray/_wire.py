@@ -62,8 +62,16 @@ def call(fn: Callable[..., Any], *args: Any) -> Outcome:
     try:
         return Outcome(value=fn(*args))
     except tuple(_ERRORS.values()) as exc:
-        name = type(exc).__name__
-        return Outcome(error=name if name in _ERRORS else "RuntimeError", message=str(exc))
+        return failure(exc)
+
+
+def failure(exc: BaseException) -> Outcome:
+    """``exc`` as an :class:`Outcome`: one of the channel's errors as itself, any other as a
+    ``RuntimeError`` naming its type."""
+    name = type(exc).__name__
+    if name in _ERRORS:
+        return Outcome(error=name, message=str(exc))
+    return Outcome(error="RuntimeError", message=f"{name}: {exc}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,3 +98,17 @@ class Record:
     reason: str | None = None
     """How it ended: ``finished``, ``cancelled``, or why its actor died."""
     parent: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Requests:
+    """The approvals or questions a route has parked, as its follower polls them (see
+    ``ExecutionHost.requests``): all of them, each ``(id, request)``, at ``version``.
+
+    A request the follower runs that is no longer listed was withdrawn (the asking turn was
+    interrupted, or answered); ``done``: the route ended, nothing more will be parked.
+    """
+
+    version: int
+    pending: tuple[tuple[str, Any], ...]
+    done: bool

@@ -311,13 +311,12 @@ def _serve(args: argparse.Namespace) -> NoReturn:
 
 
 def _serve_ray(args: argparse.Namespace) -> NoReturn:
-    """``serve --ray``: the cluster's executions, not ours to start, end or approve."""
+    """``serve --ray``: the cluster's executions, not ours to start or end (``--approve``
+    routes their approvals to the clients, as for agents run here)."""
     for flag in ("agent", "demo", "count", "store", "input"):
         if getattr(args, flag) is not None:
             name = "--" + flag
             fail(f"serve: --ray serves the cluster's executions: {name} is for agents run here", 2)
-    if args.approve:
-        fail("serve: --approve is not for --ray: tools are approved where the execution runs", 2)
     level = args.log_level if args.log_level is not None else _env_log_level()
     from ..hosting._ray import load_ray, serve_ray_command
     from ..hosting._serve import ServeError
@@ -336,6 +335,7 @@ def _serve_ray(args: argparse.Namespace) -> NoReturn:
             socket_path=args.socket,
             port=args.port,
             replay=args.replay,
+            approve=args.approve,
             context_window=args.context_window,
             as_json=args.json,
             ws=_ws_options(args),

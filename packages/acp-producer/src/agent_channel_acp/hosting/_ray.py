@@ -3,9 +3,10 @@
 The cluster's executions are not ours to start or end: the server joins the cluster, asks
 its registry every :data:`LOOK` seconds for the running ones and serves each new one as
 :meth:`AttachServer.add` does (``end`` from an operator is refused; a shutdown leaves them
-running). ``agent_channel_ray`` is loaded by name here, at the edge: the producer does not
-depend on Ray. A ref's calls are blocking actor calls (``ray.get``) made on the loop; the
-registry is read on a worker thread.
+running), at most :data:`SERVED_LIMIT` running at once. ``agent_channel_ray`` is loaded by
+name here, at the edge: the producer does not depend on Ray. A ref's calls block on the
+network: its ref says it is ``remote`` and the hub makes the operator's calls on a worker
+thread (see ``Hub.call``); the registry is read on a worker thread.
 """
 
 from __future__ import annotations
@@ -25,12 +26,16 @@ from ._serve import ServeError, host
 if TYPE_CHECKING:
     from agent_channel import AgentRef
 
+    from ..agent.attach._server import AttachServer
     from ._asgi import WsOptions
 
 log = logging.getLogger("agent_channel_acp")
 
 LOOK = 1.0
 """Seconds between two looks at the cluster's registry for new executions."""
+SERVED_LIMIT = 256
+"""Running executions one ``serve --ray`` serves at once (as many as an attach server keeps
+finished ones, ``AttachServer.finished_kept``); past it new ones wait, with one log line."""
 
 MISSING = "serve --ray needs agent-channel-ray: pip install agent-channel-ray"
 
@@ -53,12 +58,14 @@ def serve_ray_command(
     port: int | None,
     replay: int,
     context_window: int | None,
+    approve: bool = False,
     as_json: bool,
     ws: WsOptions | None = None,
 ) -> int:
     """``agent-channel-acp serve --ray ADDRESS``: serve the cluster's executions until
     SIGINT/SIGTERM; the exit status. ``hosted`` is ``agent_channel_ray.hosted``
-    (:func:`load_ray`): the cluster's running executions, joining it first."""
+    (:func:`load_ray`): the cluster's running executions, joining it first. With
+    ``approve`` their approvals are routed to the drivers, as ``serve --approve`` does."""
     from ..agent.attach._server import AttachServer
 
     path = Path(socket_path).absolute() if socket_path else None
@@ -68,19 +75,8 @@ def serve_ray_command(
         raise ServeError(f"cannot join the Ray cluster at {address}: {e}") from None
 
     async def main() -> None:
-        server = AttachServer(replay=replay, context_window=context_window)
-        served: set[str] = set()
-
-        def add(found: list[Any]) -> None:
-            for execution_id, title, ref in found:
-                if execution_id in served:
-                    continue
-                try:  # listed as its host opens it: until then the host does not know it
-                    server.add(cast("AgentRef", ref), title=title, execution_id=execution_id)
-                except Exception as e:
-                    log.info("execution %s not served yet (next look): %s", execution_id, e)
-                    continue
-                served.add(execution_id)
+        server = AttachServer(replay=replay, approve=approve, context_window=context_window)
+        add = Adder(server)
 
         async def follow() -> None:
             add(first)
@@ -105,6 +101,42 @@ def serve_ray_command(
     except (RuntimeDirError, ListenError) as e:
         raise ServeError(str(e)) from None
     return 0
+
+
+class Adder:
+    """Serves each new execution of the cluster's list, at most ``limit`` running at once."""
+
+    def __init__(self, server: AttachServer, limit: int = SERVED_LIMIT) -> None:
+        self._server = server
+        self._limit = limit
+        self._served: set[str] = set()
+        self._full = False  # said so once, until there is room again
+
+    def __call__(self, found: list[Any]) -> None:
+        listed = {execution_id for execution_id, _, _ in found}
+        self._served &= listed  # the ended ones: the registry lists running ones only
+        running = sum(1 for hub in self._server.hubs() if hub.running)
+        for execution_id, title, ref in found:
+            if execution_id in self._served:
+                continue
+            if running >= self._limit:
+                if not self._full:
+                    log.warning(
+                        "serving %d running executions of the Ray cluster, the limit: "
+                        "%s and later ones are served as others end",
+                        self._limit,
+                        execution_id,
+                    )
+                self._full = True
+                return
+            try:  # listed as its host opens it: until then the host does not know it
+                self._server.add(cast("AgentRef", ref), title=title, execution_id=execution_id)
+            except Exception as e:
+                log.info("execution %s not served yet (next look): %s", execution_id, e)
+                continue
+            self._served.add(execution_id)
+            running += 1
+        self._full = False
 
 
 def _announcer(address: str, count: int, as_json: bool) -> Callable[[Record], None]:

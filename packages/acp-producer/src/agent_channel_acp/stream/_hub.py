@@ -8,7 +8,11 @@ module: the replay ring (``_ring``), the tool cards (``_cards``), the operator q
 a :class:`~._stream.Sink` (a binding) that the hub hands every live item, in order.
 
 Everything runs on the server's event loop. An execution on another thread has its
-events handed over with ``call_soon_threadsafe`` (order kept); approvals asked there run here.
+events handed over with ``call_soon_threadsafe`` (order kept); approvals asked from
+there run here. A ref that declares itself ``remote`` (its calls block on the network,
+e.g. agent-channel-ray's) has the operator's calls made on a worker thread, one at a time
+and in order (:meth:`Hub.call`), and its conversation read from the events it sent; a
+local ref is called directly, as before.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from acp.utils import serialize_params
 from agent_channel import (
@@ -68,6 +73,8 @@ log = logging.getLogger("agent_channel_acp")
 
 Status = str  # "running" | "waiting for operator" | "finished" | "failed"
 
+T = TypeVar("T")
+
 
 class Hub:
     """One top-level execution, served to any number of sessions (see the module)."""
@@ -88,6 +95,9 @@ class Hub:
     ) -> None:
         self.id = execution_id
         self.ref = ref
+        self.remote = getattr(ref, "remote", False) is True
+        """Whether the ref's calls block on the network (see :meth:`call`)."""
+        self._calls = asyncio.Lock()
         self.title = title
         self.created = self.updated = time.time()  # updated: at each event (session/list)
         self._loop = asyncio.get_running_loop()
@@ -101,7 +111,7 @@ class Hub:
         self._children = ChildCards(self._ring, self._emit, self._cards.cards, self._cards.card_seq)
         self.child_requests = ChildRequests(execution_id, ref, self._children)
         """The operator's reads and controls of a child (K12)."""
-        self._queue = OperatorQueue(ref)
+        self._queue = OperatorQueue(ref, self.call)
         self._shown: OrderedDict[str, None] = OrderedDict()
         self._last_streamed = ""
         self._streamed_by = ""  # the model call that streamed it
@@ -168,7 +178,9 @@ class Hub:
 
     def messages(self) -> tuple[ChatMessage, ...]:
         """The execution's conversation now (A19): the one the consumer shares, else the
-        messages its events announced."""
+        messages its events announced (a remote ref's: no call on the loop)."""
+        if self.remote:
+            return tuple(self._history)
         return self.ref.messages() or tuple(self._history)
 
     def describe(self) -> dict[str, object]:
@@ -227,31 +239,40 @@ class Hub:
 
     # -- operator requests -------------------------------------------------------------
 
-    def post(self, content: str | tuple[Content, ...], text: str, client: str) -> str:
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, a call on the ref: at once for a local ref; for a remote one on a
+        worker thread, after this hub's earlier calls (their order kept), so the loop
+        serves every other session while the network answers."""
+        if not self.remote:
+            return fn(*args)
+        async with self._calls:
+            return await asyncio.to_thread(fn, *args)
+
+    async def post(self, content: str | tuple[Content, ...], text: str, client: str) -> str:
         """Queue an operator message (A7); see :meth:`OperatorQueue.post`."""
-        message_id = self._queue.post(content, text, client)
+        message_id = await self._queue.post(content, text, client)
         self._queue_changed()
         return message_id
 
-    def withdraw(self, message_id: str) -> bool:
-        if not self._queue.withdraw(message_id):
+    async def withdraw(self, message_id: str) -> bool:
+        if not await self._queue.withdraw(message_id):
             return False
         self._queue_changed()
         return True
 
-    def interrupt(self) -> bool:
+    async def interrupt(self) -> bool:
         """A driver's ``session/cancel``: stop the running turn; ``False`` when there was none.
         While parked there is no turn to stop, and nothing is queued that could stop a later
         one (A12, A13)."""
         if self.finished is not None or self.parked is not None:
             return False
-        self.ref.interrupt(Cancel("user_cancel"))
+        await self.call(self.ref.interrupt, Cancel("user_cancel"))
         return True
 
-    def cancel_tool_call(self, tool_call_id: str) -> bool:
+    async def cancel_tool_call(self, tool_call_id: str) -> bool:
         if self.finished is not None or not self._cards.running(tool_call_id):
             return False
-        if not self.ref.cancel_region(tool_call_id):
+        if not await self.call(self.ref.cancel_region, tool_call_id):
             return False
         self._cards.cancelling(tool_call_id)
         return True

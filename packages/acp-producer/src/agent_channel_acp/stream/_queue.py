@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agent_channel import AgentRef, ChannelFull, ChannelItem, Content, UserMessage
 
 from ..wire import _frames as f
+
+Call = Callable[..., Awaitable[Any]]
+"""Makes one call on the ref (``Hub.call``)."""
 
 QUEUE_LIMIT = 256
 """Operator messages one execution holds unread in attach mode (every queue update lists
@@ -40,16 +44,18 @@ class Queued:
 class OperatorQueue:
     """The operator messages of one execution that no boundary has folded in yet."""
 
-    __slots__ = ("_ref", "items")
+    __slots__ = ("_call", "_ref", "items")
 
-    def __init__(self, ref: AgentRef) -> None:
+    def __init__(self, ref: AgentRef, call: Call) -> None:
         self._ref = ref
+        self._call = call
+        """How the ref is called (the hub's: on a worker thread for a remote ref)."""
         self.items: OrderedDict[str, Queued] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self.items)
 
-    def post(self, content: str | tuple[Content, ...], text: str, client: str) -> str:
+    async def post(self, content: str | tuple[Content, ...], text: str, client: str) -> str:
         """Post an operator message; its id. Raises ``ChannelClosed`` when the execution
         ended, ``ChannelFull`` while ``QUEUE_LIMIT`` messages (or the channel's own) wait."""
         if len(self.items) >= QUEUE_LIMIT:
@@ -57,9 +63,9 @@ class OperatorQueue:
         item = UserMessage(content, source="operator")
         self.items[item.id] = Queued(item.id, text[:QUEUE_TEXT], client, time.time())
         try:
-            self._ref.post(item)
+            await self._call(self._ref.post, item)
         except Exception:
-            del self.items[item.id]
+            self.items.pop(item.id, None)
             raise
         return item.id
 
@@ -72,11 +78,11 @@ class OperatorQueue:
                     item.id, Queued(item.id, item.text[:QUEUE_TEXT], "", time.time())
                 )
 
-    def withdraw(self, message_id: str) -> bool:
+    async def withdraw(self, message_id: str) -> bool:
         """Take a message back if no boundary has folded it in; whether it was."""
-        if message_id not in self.items or not self._ref.withdraw(message_id):
+        if message_id not in self.items or not await self._call(self._ref.withdraw, message_id):
             return False
-        del self.items[message_id]
+        self.items.pop(message_id, None)
         return True
 
     def drained(self, items: Sequence[ChannelItem]) -> bool:

@@ -213,7 +213,7 @@ class AttachClient:
         # marks go in first, so a slow reader still has its message posted at once.
         owed = self._owed()
         try:
-            message_id = hub.post(content, text, self.name)
+            message_id = await hub.post(content, text, self.name)
         except (ChannelClosed, ChannelFull) as e:
             raise refused(session_id, e) from None
         hub.prompted(binding)
@@ -231,7 +231,7 @@ class AttachClient:
         if not binding.is_driver:
             log.info("cancel from an observe-only session %r ignored", session_id)  # A14
             return
-        hub.interrupt()
+        await hub.interrupt()
 
     async def close_session(self, session_id: str, **kwargs: object) -> CloseSessionResponse:
         self._binding(session_id)

@@ -102,7 +102,7 @@ async def _queue(asker: Asker, params: Params) -> Result:
 
 async def _withdraw(asker: Asker, params: Params) -> Result:
     hub = asker.target(params)
-    return {"withdrawn": hub.withdraw(_string(params, "messageId"))}
+    return {"withdrawn": await hub.withdraw(_string(params, "messageId"))}
 
 
 async def _cancel_tool_call(asker: Asker, params: Params) -> Result:
@@ -114,7 +114,7 @@ async def _cancel_tool_call(asker: Asker, params: Params) -> Result:
         hub = asker.target(params)
     except RequestError:
         return {"cancelled": False, "reason": "gone"}
-    if hub.cancel_tool_call(tool_call_id):
+    if await hub.cancel_tool_call(tool_call_id):
         return {"cancelled": True}
     return {"cancelled": False, "reason": hub.tool_call_state(tool_call_id)}
 
@@ -124,7 +124,7 @@ async def _cancel_turn(asker: Asker, params: Params) -> Result:
     running (the ``cancel`` verb): ``cancelled`` false, with the execution's status as
     the reason, when there was none to stop."""
     hub = asker.target(params)
-    if hub.interrupt():
+    if await hub.interrupt():
         return {"cancelled": True}
     return {"cancelled": False, "reason": hub.status}
 
