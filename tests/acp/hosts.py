@@ -50,7 +50,9 @@ class Host:
         task, count, rest = _take(list(args))
         factory = load_spec(agent)
         refs = [
-            acr.launch(run_agent, factory, task, environ, host=self.pool, title=_title(i, count))
+            acr.launch(
+                run_agent, factory, task, environ, host=self.pool, title=_title(i, count), live=True
+            )
             for i in range(count)
         ]
         try:
@@ -64,18 +66,13 @@ async def run_agent(
     task: str | None,
     environ: dict[str, str] | None = None,
 ) -> Any:
-    """What ``serve --agent`` runs, on a Ray worker: the factory's body, marked live (an
-    interactive agent waits for its operator rather than ending), the task first."""
+    """What ``serve --agent`` runs, on a Ray worker (launched live, as ``serve`` runs its
+    own): the factory's body, the task posted first."""
     os.environ.update(environ or {})
     body = factory(None)
-    ref = agent_channel().ref()
-    release = ref.mark_live()
     if task:
-        ref.post(UserMessage(task, source="task"))
-    try:
-        return await body()
-    finally:
-        release()
+        agent_channel().ref().post(UserMessage(task, source="task"))
+    return await body()
 
 
 def ray_env() -> dict[str, str]:

@@ -98,3 +98,10 @@ async def asks() -> None:
                 say("interrupted")
             except Exception as e:
                 say(f"failed: {type(e).__name__}: {e}")
+
+
+def chatty_agent() -> object:
+    """An interactive ReAct agent (no submit): answers ``first``, then ``second``."""
+    from agent_channel_react import ScriptedModel, react, reply
+
+    return react(model=ScriptedModel([reply("first"), reply("second")]), submit=False)

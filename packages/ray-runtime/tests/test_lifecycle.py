@@ -77,6 +77,28 @@ def test_the_react_loop_runs_as_a_body(pool: object) -> None:
     assert any(m.role == "tool" for m in ref.messages())
 
 
+def test_a_live_execution_waits_for_its_operator_between_turns(pool: object) -> None:
+    """As ``serve`` runs its executions: with ``live=True`` an interactive agent parks after
+    its answer for the operator's next message; without, nobody is there and it ends."""
+    from agent_channel import ChatMessageUser
+    from agent_channel_react import AgentState
+
+    state = AgentState(messages=[ChatMessageUser(content="task")])
+    alone = acr.launch(functools.partial(bodies.chatty_agent(), state), host=pool)
+    assert alone.result(timeout=DEADLINE).output.completion == "first"
+    live = acr.launch(functools.partial(bodies.chatty_agent(), state), host=pool, live=True)
+    end = time.monotonic() + DEADLINE
+    while live.snapshot().awaiting is None:
+        assert time.monotonic() < end, "the live execution never parked"
+        time.sleep(0.05)
+    assert not live.closed and live.messages()[-1].text == "first"
+    live.post(UserMessage("more"))
+    while live.messages()[-1].text != "second":
+        assert time.monotonic() < end, "the operator's message was not answered"
+        time.sleep(0.05)
+    ray.cancel(live.run)
+
+
 def test_a_body_named_by_spec_runs_and_a_bad_spec_is_reported(pool: object) -> None:
     ref = acr.launch("asyncio:sleep", 0, host=pool)  # imported on the worker, then called
     assert ref.result(timeout=DEADLINE) is None

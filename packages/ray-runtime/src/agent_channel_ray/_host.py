@@ -88,8 +88,10 @@ class ExecutionHostActor:
         body: str | Body,
         args: tuple[Any, ...] = (),
         max_queued: int = MAX_QUEUED,
+        live: bool = False,
     ) -> Any:
         """Open the execution's channel and run ``body(*args)`` in it; its return value.
+        ``live``: marked live for its whole run (see :func:`~agent_channel_ray.launch`).
 
         Cancelled by ``ray.cancel`` this is an outer cancellation: the channel ends as any
         execution whose caller cancelled it does (``stop_reason`` ``cancelled``).
@@ -102,6 +104,8 @@ class ExecutionHostActor:
                 snapshot, _ = ref.watch(hosted.record)
                 hosted.next_seq = snapshot.seq
                 hosted.ref = ref
+                if live:
+                    ref.mark_live()  # released as the channel closes
                 hosted.opened.set()
                 return await fn(*args)
         finally:

@@ -27,18 +27,22 @@ def launch(
     execution_id: str | None = None,
     parent: str | None = None,
     max_queued: int = MAX_QUEUED,
+    live: bool = False,
 ) -> RayRef:
     """Run ``body(*args)`` as an execution on the cluster; a ref to it, open for posting.
 
     ``body`` is a ``module:attr`` spec (imported on the worker) or a picklable async
     callable; it runs inside its own channel (``agent_channel()`` is that channel), so the
     ReAct loop is a body as it is (``functools.partial(agent, state)``). Without ``host``
-    the execution gets an actor of its own.
+    the execution gets an actor of its own. ``live=True`` marks it live for its whole
+    run, as ``serve`` does its own: an interactive agent then waits for its operator's next
+    message after each answer (an operator may attach later, through ``serve --ray``)
+    instead of ending when nobody is attached.
     """
     if host is None:
         host = ExecutionHost.remote()
     eid = execution_id or new_id()
-    run = host.run.remote(eid, body, args, max_queued)
+    run = host.run.remote(eid, body, args, max_queued, live)
     ray.get(registry().register.remote(eid, title or eid, host, [run], parent))
     ray.get(host.opened.remote(eid))
     return RayRef(host, eid, run)
