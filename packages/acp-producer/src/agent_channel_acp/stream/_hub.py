@@ -9,10 +9,8 @@ a :class:`~._stream.Sink` (a binding) that the hub hands every live item, in ord
 
 Everything runs on the server's event loop. An execution on another thread has its
 events handed over with ``call_soon_threadsafe`` (order kept); approvals asked from
-there run here. A ref that declares itself ``remote`` (its calls block on the network,
-e.g. agent-channel-ray's) has the operator's calls made on a worker thread, one at a time
-and in order (:meth:`Hub.call`), and its conversation read from the events it sent; a
-local ref is called directly, as before.
+there run here. A ``remote`` ref's calls go through ``_calls`` (off the loop, in order), and
+its conversation is read from the events it sent.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
 
 from acp.utils import serialize_params
 from agent_channel import (
@@ -60,6 +57,7 @@ from agent_channel import (
 from ..wire import _frames as f
 from . import _mapping as m
 from ._approvals import ask_for
+from ._calls import RefCalls
 from ._cards import ToolCards
 from ._child_requests import ChildRequests
 from ._children import NOTE, ChildCards
@@ -72,9 +70,6 @@ from ._ring import REPLAY, Ring
 log = logging.getLogger("agent_channel_acp")
 
 Status = str  # "running" | "waiting for operator" | "finished" | "failed"
-
-T = TypeVar("T")
-
 
 class Hub:
     """One top-level execution, served to any number of sessions (see the module)."""
@@ -95,9 +90,7 @@ class Hub:
     ) -> None:
         self.id = execution_id
         self.ref = ref
-        self.remote = getattr(ref, "remote", False) is True
-        """Whether the ref's calls block on the network (see :meth:`call`)."""
-        self._calls = asyncio.Lock()
+        self.call = RefCalls(ref)  # how the operator's calls reach the ref
         self.title = title
         self.created = self.updated = time.time()  # updated: at each event (session/list)
         self._loop = asyncio.get_running_loop()
@@ -179,7 +172,7 @@ class Hub:
     def messages(self) -> tuple[ChatMessage, ...]:
         """The execution's conversation now (A19): the one the consumer shares, else the
         messages its events announced (a remote ref's: no call on the loop)."""
-        if self.remote:
+        if self.call.remote:
             return tuple(self._history)
         return self.ref.messages() or tuple(self._history)
 
@@ -238,15 +231,6 @@ class Hub:
         await sink.flush()
 
     # -- operator requests -------------------------------------------------------------
-
-    async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)``, a call on the ref: at once for a local ref; for a remote one on a
-        worker thread, after this hub's earlier calls (their order kept), so the loop
-        serves every other session while the network answers."""
-        if not self.remote:
-            return fn(*args)
-        async with self._calls:
-            return await asyncio.to_thread(fn, *args)
 
     async def post(self, content: str | tuple[Content, ...], text: str, client: str) -> str:
         """Queue an operator message (A7); see :meth:`OperatorQueue.post`."""
