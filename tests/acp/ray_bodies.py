@@ -28,12 +28,7 @@ async def echo() -> None:
     interrupt ends (it answers ``interrupted``); ``tool`` runs tool call ``t1`` until it is
     cancelled alone (``t1 cancelled``), then answers ``after the tool``."""
     ch = agent_channel()
-    messages: list[ChatMessage] = []
-    ch.share(messages)
-
-    def say(message: ChatMessage) -> None:
-        messages.append(message)
-        ch.publish(MessageAppended(message=message, index=len(messages) - 1))
+    say = _sayer(ch)
 
     while True:
         for item in await ch.receive():
@@ -84,12 +79,7 @@ async def asking() -> None:
     from agent_channel import ToolCall, ask_user
 
     ch = agent_channel()
-    messages: list[ChatMessage] = []
-    ch.share(messages)
-
-    def say(message: ChatMessage) -> None:
-        messages.append(message)
-        ch.publish(MessageAppended(message=message, index=len(messages) - 1))
+    say = _sayer(ch)
 
     while True:
         for item in await ch.receive():
@@ -107,3 +97,15 @@ async def asking() -> None:
                 elif verb == "ask":
                     answer = await ask_user(rest, choices=("red", "blue"))
                     say(ChatMessageAssistant(content=f"answer: {answer.for_model()}"))
+
+
+def _sayer(ch: AgentChannel) -> Callable[[ChatMessage], None]:
+    """Share a conversation on ``ch``; the function that appends to it and says so."""
+    messages: list[ChatMessage] = []
+    ch.share(messages)
+
+    def say(message: ChatMessage) -> None:
+        messages.append(message)
+        ch.publish(MessageAppended(message=message, index=len(messages) - 1))
+
+    return say

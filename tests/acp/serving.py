@@ -14,12 +14,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 from acp.client.connection import ClientSideConnection
 from conftest import GUARD, HERE, Recorder, agent_env
 
@@ -195,3 +196,27 @@ def one_line_failure(run: subprocess.CompletedProcess[str], *needles: str) -> No
     assert "Traceback" not in run.stderr
     for needle in needles:
         assert needle in lines[0], lines[0]
+
+
+@asynccontextmanager
+async def bridged(rt: Path, *args: str) -> AsyncIterator[tuple[ClientSideConnection, Recorder]]:
+    """``agent-channel-acp bridge ARGS`` as a subprocess, an SDK client on its stdio,
+    initialized."""
+    from acp import spawn_agent_process
+
+    rec = Recorder()
+    async with spawn_agent_process(
+        rec,
+        sys.executable,
+        "-m",
+        "agent_channel_acp",
+        "bridge",
+        *args,
+        env=env(rt),
+        cwd=str(HERE),
+        transport_kwargs={"stderr": None},
+        observers=[rec.observe],
+    ) as (conn, _proc):
+        with anyio.fail_after(GUARD):
+            await conn.initialize(protocol_version=1)
+        yield conn, rec

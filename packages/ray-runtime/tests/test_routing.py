@@ -55,15 +55,8 @@ async def test_a_routed_approver_answers_on_the_loop_that_routed_it(pool: object
 
 async def test_an_interrupt_withdraws_the_request_and_cancels_the_approver(pool: object) -> None:
     ref = acr.launch(bodies.asks, host=pool)
-    entered, cancelled = anyio.Event(), anyio.Event()
-
-    async def approver(call: ToolCall) -> bool:
-        entered.set()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            cancelled.set()
-        return True
+    approver = Hanging()
+    entered, cancelled = approver.entered, approver.cancelled
 
     release = ref.route_approvals(approver)
     ref.post(UserMessage("approve slow"))
@@ -136,15 +129,8 @@ async def test_an_approver_that_raises_fails_the_ask_and_bad_input_is_a_type_err
 
 async def test_a_dead_actor_ends_the_routing_and_cancels_the_approver() -> None:
     ref = acr.launch(bodies.asks)  # an actor of its own, to kill
-    entered, cancelled = anyio.Event(), anyio.Event()
-
-    async def approver(call: ToolCall) -> bool:
-        entered.set()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            cancelled.set()
-        return True
+    approver = Hanging()
+    entered, cancelled = approver.entered, approver.cancelled
 
     release = ref.route_approvals(approver)
     ref.post(UserMessage("approve doomed"))
@@ -201,3 +187,18 @@ def test_a_router_whose_process_died_lets_the_request_go_to_what_was_there(pool:
         assert time.monotonic() < deadline, "the route outlived its router"
         time.sleep(0.05)
     ray.cancel(ref.run)
+
+
+class Hanging:
+    """An approver that never answers: says when it was asked and when it was cancelled."""
+
+    def __init__(self) -> None:
+        self.entered, self.cancelled = anyio.Event(), anyio.Event()
+
+    async def __call__(self, call: ToolCall) -> bool:
+        self.entered.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            self.cancelled.set()
+        return True

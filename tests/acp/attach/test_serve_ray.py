@@ -25,14 +25,8 @@ acr = pytest.importorskip("agent_channel_ray")
 
 import ray_bodies  # noqa: E402
 from conftest import HERE  # noqa: E402
-from serving import ctl, ctl_json, env, one_line_failure, serving, wait_for  # noqa: E402
-
-
-def ray_env() -> dict[str, str]:
-    """What ``serve --ray`` needs to join: no uv runtime env, and the cluster's token mode
-    (a local cluster turns it on, with the token in ``~/.ray``, as it starts)."""
-    joined = {k: v for k, v in os.environ.items() if k.startswith("RAY_AUTH")}
-    return {"RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", **joined}
+from hosts import ray_env  # noqa: E402
+from serving import bridged, ctl, ctl_json, env, one_line_failure, serving, wait_for  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -295,40 +289,27 @@ async def test_bridge_binds_a_stdio_client_to_a_ray_execution(address: str, tmp_
     it) against ``serve --ray``; its stdio client's ``session/new`` binds the execution on
     the cluster, and a prompt is answered there."""
     import anyio
-    from acp import spawn_agent_process, text_block
+    from acp import text_block
     from conftest import GUARD, Recorder
 
     ref = acr.launch(ray_bodies.echo, title="ray bridge")
     eid = ref.execution_id
-    rec = Recorder()
 
-    def said() -> str:
+    def said(rec: Recorder) -> str:
         chunks = [u for u in rec.updates[eid] if u["sessionUpdate"] == "agent_message_chunk"]
         return "".join(u.get("content", {}).get("text", "") for u in chunks)
 
     with serving(tmp_path, "--ray", address, **ray_env()):
         await asyncio.to_thread(wait_for, lambda: status(tmp_path, eid), "the execution listed")
-        async with spawn_agent_process(
-            rec,
-            sys.executable,
-            "-m",
-            "agent_channel_acp",
-            "bridge",
-            eid,
-            env=env(tmp_path),
-            cwd=str(HERE),
-            transport_kwargs={"stderr": None},
-            observers=[rec.observe],
-        ) as (conn, _proc):
+        async with bridged(tmp_path, eid) as (conn, rec):
             with anyio.fail_after(GUARD):
-                await conn.initialize(protocol_version=1)
                 session = await conn.new_session(cwd=str(HERE), mcp_servers=[])
             assert session.session_id == eid  # the cluster's execution, not a new one
-            await rec.wait_until(lambda: "Bound to" in said())
+            await rec.wait_until(lambda: "Bound to" in said(rec))
             with anyio.fail_after(GUARD):
                 answer = await conn.prompt(session_id=eid, prompt=[text_block("over the bridge")])
             assert answer.stop_reason == "end_turn"
-            await rec.wait_until(lambda: "echo: over the bridge" in said())
+            await rec.wait_until(lambda: "echo: over the bridge" in said(rec))
     assert "over the bridge" in [m.text for m in ref.messages()]  # read on the cluster
     ray.kill(ref.host)
 

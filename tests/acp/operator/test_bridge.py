@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import pytest
-from acp import spawn_agent_process, text_block
-from acp.client.connection import ClientSideConnection
+from acp import text_block
 from conftest import GUARD, HERE, Recorder
-from serving import env, serving
+from serving import bridged, env, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -27,26 +24,6 @@ AGENT = ("--agent", "agents:react_agent")
 @pytest.fixture
 def rt(tmp_path: Path) -> Path:
     return tmp_path / "rt"
-
-
-@asynccontextmanager
-async def bridged(rt: Path, *args: str) -> AsyncIterator[tuple[ClientSideConnection, Recorder]]:
-    rec = Recorder()
-    async with spawn_agent_process(
-        rec,
-        sys.executable,
-        "-m",
-        "agent_channel_acp",
-        "bridge",
-        *args,
-        env=env(rt),
-        cwd=str(HERE),
-        transport_kwargs={"stderr": None},
-        observers=[rec.observe],
-    ) as (conn, _proc):
-        with anyio.fail_after(GUARD):
-            await conn.initialize(protocol_version=1)
-        yield conn, rec
 
 
 def text_of(rec: Recorder, session_id: str, kind: str) -> str:
