@@ -226,6 +226,21 @@ async def test_awaiting_in_a_snapshot_agrees_with_its_place_in_the_events() -> N
             while len(watchers) < 20:
                 await anyio.lowlevel.checkpoint()
             stop.set()
+        # The random joins may all land on one side: one join on each side, forced.
+        def join() -> None:
+            watchers.append(ref.watch(lambda ev: None)[0])
+
+        await anyio.to_thread.run_sync(join)  # the loop is here, not parked
+
+        async def join_while_parked() -> None:
+            while not (log and isinstance(log[-1], AwaitingInput)):
+                await anyio.lowlevel.checkpoint()
+            await anyio.to_thread.run_sync(join)  # parked until the post below
+            ref.post(UserMessage("wake"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(join_while_parked)
+            await wait_for_message(ch)
     truth: list[str | None] = [first.awaiting]
     for event in log:
         if isinstance(event, AwaitingInput):

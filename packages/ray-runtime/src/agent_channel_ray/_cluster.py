@@ -23,11 +23,17 @@ def _quiet_uv() -> None:
 
 
 def start_cluster(num_cpus: int = 2, **options: Any) -> None:
-    """Start a local cluster in this process, on the loopback only, without a dashboard."""
+    """Start a local cluster in this process, on the loopback only, without a dashboard.
+
+    Always a new one (``address="local"``): a ``ray start`` cluster on the machine, the
+    address file one left behind, or ``RAY_ADDRESS`` is never joined; :func:`connect`
+    joins one on purpose.
+    """
     _quiet_uv()
     if ray.is_initialized():
         return
     ray.init(
+        address="local",
         num_cpus=num_cpus,
         _node_ip_address="127.0.0.1",
         include_dashboard=False,
