@@ -1,4 +1,4 @@
-"""The runnable examples of the package READMEs and docs/examples/, read from where they live.
+"""The runnable examples of the READMEs and docs/examples/, read from where they live.
 
 One place names them, so the documentation site shows, and CI's wheel smoke runs, the
 very code a reader copies from PyPI. Stdlib only: CI runs it before any venv exists.
@@ -28,6 +28,7 @@ EXAMPLES = {
     ),
     "slow-tools": "docs/examples/slow_tools.py",
     "ray-quickstart": ("packages/ray-runtime/README.md", "import agent_channel_ray as acr"),
+    "readme-agent": ("README.md", '"""my_agents.py'),  # tests/test_docs_examples.py runs it
 }
 
 

@@ -1,6 +1,7 @@
-"""The agent author's quickstart example (docs/examples/slow_tools.py), run as written.
+"""The agent author's quickstart example (docs/examples/slow_tools.py), run as written,
+and the README's agent body (``my_agents.py``, read out of README.md by scripts/examples.py).
 
-A runtime drives it the way a producer would, on asyncio and trio: one tool call stopped
+A runtime drives the first the way a producer would, on asyncio and trio: one tool call stopped
 alone (the turn goes on and the call gets the core's cancelled result), a message sent
 while the tools run (read before the model's next call), and a stop of the whole turn
 (repaired). The operator's actions are taken in the event callback, at the moment the
@@ -26,6 +27,7 @@ from agent_channel import (
     ChatMessageTool,
     ChatMessageUser,
     ExecutionEvent,
+    MessageAppended,
     ToolCallStarted,
     TurnCancelled,
     UserMessage,
@@ -34,6 +36,15 @@ from agent_channel import (
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs/examples/slow_tools.py"
+
+
+def _module_from(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 pytestmark = pytest.mark.anyio
 
@@ -45,12 +56,18 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def slow_tools() -> Iterator[Any]:
-    spec = importlib.util.spec_from_file_location("slow_tools", EXAMPLE)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
+    yield _module_from("slow_tools", EXAMPLE)
     sys.modules.pop("slow_tools", None)
+
+
+@pytest.fixture
+def my_agents(tmp_path: Path) -> Iterator[Any]:
+    """README.md's ``my_agents.py``, as the README shows it."""
+    examples = _module_from("examples", ROOT / "scripts/examples.py")
+    path = tmp_path / "my_agents.py"
+    path.write_text(examples.example("readme-agent"), encoding="utf-8")
+    yield _module_from("my_agents", path)
+    sys.modules.pop("my_agents", None)
 
 
 async def _drive(
@@ -132,3 +149,37 @@ async def test_a_stop_of_the_turn_repairs_the_open_tool_calls(slow_tools: Any) -
     assert sum(isinstance(e, TurnCancelled) for e in seen) == 1
     answers = [m.text for m in seen if isinstance(m, ChatMessageAssistant)]
     assert answers == ["Looking up 2 word(s)."]  # the turn ended at the stop
+
+
+async def test_the_readme_agent_answers_each_message_as_serve_and_launch_run_it(
+    my_agents: Any,
+) -> None:
+    """``serve --agent my_agents:factory`` runs ``factory(model)()``; ``launch`` runs ``body()``."""
+    assert my_agents.factory("any-model") is my_agents.body
+    appended = 0
+    changed = anyio.Event()
+    texts: list[str] = []
+
+    def on_event(event: ExecutionEvent) -> None:
+        nonlocal appended, changed
+        if isinstance(event, MessageAppended):
+            appended += 1
+            changed.set()
+            changed = anyio.Event()
+
+    async def until(count: int) -> None:
+        while appended < count:
+            await changed.wait()
+
+    with anyio.fail_after(20):  # a hang guard
+        async with open_channel() as ch, anyio.create_task_group() as tg:
+            ref = ch.ref()
+            ref.subscribe(on_event)
+            tg.start_soon(my_agents.factory(None))
+            ref.post(UserMessage("hi"))  # serve --input "hi"
+            await until(2)
+            ref.post(UserMessage("are you there?"))  # agent-channel-acp send
+            await until(4)
+            texts += [m.text for m in ref.messages()]
+            tg.cancel_scope.cancel()
+    assert texts == ["hi", "heard: hi", "are you there?", "heard: are you there?"]
