@@ -14,14 +14,19 @@ Generated, not hand-written, so they cannot drift from what they describe:
   read from the test files, so the page shows what the suite proves today and what it does not;
 - ``<!-- include PATH -->`` becomes the Markdown file at PATH (relative to the
   repository root) with its title dropped and its headings one level down, so the
-  package changelogs sit under one page's headings.
+  package changelogs sit under one page's headings;
+- ``<!-- api`` holds an API page's mkdocstrings directive (``::: module`` and its options,
+  ``members:`` in reading order) inside the comment, closed by ``-->`` on a line of its
+  own: the site gets the directive back and mkdocstrings renders it; the file holds the
+  same names as Markdown (``api_pages.py``: signatures and docstrings, read by griffe).
 
 Each directive opens a section that ``<!-- /NAME -->`` closes, and the file holds the
 generated text between the two, so the page reads whole where the Markdown itself is
 read (a code host): ``scripts/gen_docs.py`` writes it, ``tests/test_docs_site.py`` fails
 when a file no longer matches its source, and the build renders it afresh anyway. An
 included file is the exception: the raw page links to it (it changes with every
-changelog entry), the site shows its text.
+changelog entry), the site shows its text. An API page is the other: the site drops the
+file's text for what mkdocstrings renders from the directive, so it shows each name once.
 
 A directive that cannot be honoured (a missing file, a parser that will not build) stops
 the build: a page is never published with a hole in it.
@@ -43,8 +48,9 @@ CLI_WIDTH = 88
 """Columns the help is wrapped to, fixed so the page does not depend on the terminal."""
 
 _SECTION = re.compile(
-    r"^<!-- (?P<name>example|cli-reference|rule-tests|include)(?: (?P<arg>\S+))? -->$"
-    r"(?:\n.*?^<!-- /(?P=name) -->$)?",  # a directive not yet followed by its text: the marker
+    r"^<!-- (?:(?P<name>example|cli-reference|rule-tests|include)(?: (?P<arg>\S+))? -->$"
+    r"|(?P<api>api)\n(?P<directive>::: .*?)^-->$)"  # the directive inside the comment
+    r"(?:\n.*?^<!-- /(?(api)api|(?P=name)) -->$)?",  # not yet followed by its text: the marker
     re.M | re.S,
 )
 _RULE = re.compile(r"^- \*\*([SAKQD][1-9][0-9]?[a-z]?)\*\* (.*)$", re.M)
@@ -120,7 +126,14 @@ def include(path: str) -> str:
 
 
 def _generated(name: str, arg: str | None, page: Path | None) -> str:
-    """The Markdown a directive stands for; for an include in a raw page, a link to it."""
+    """The Markdown a directive stands for; for an include in a raw page, a link to it;
+    for an API page on the site, its mkdocstrings directive (``arg``)."""
+    if name == "api" and arg is not None:
+        if page is None:
+            return arg
+        from api_pages import reference  # griffe, only for the files' text
+
+        return reference(arg)
     if name == "cli-reference":
         return cli_reference()
     if name == "rule-tests":
@@ -145,11 +158,14 @@ def render(markdown: str, page: Path | None = None) -> str:
     """
 
     def fill(m: re.Match[str]) -> str:
-        name, arg = m.group("name"), m.group("arg")
+        name, arg = m.group("name") or m.group("api"), m.group("arg") or m.group("directive")
         text = _generated(name, arg, page)
         if page is None:
             return text
-        opening = f"<!-- {name} {arg} -->" if arg else f"<!-- {name} -->"
+        if name == "api":
+            opening = f"<!-- api\n{arg}-->"
+        else:
+            opening = f"<!-- {name} {arg} -->" if arg else f"<!-- {name} -->"
         return f"{opening}\n\n{text}\n<!-- /{name} -->"
 
     return _SECTION.sub(fill, markdown)

@@ -4,11 +4,13 @@
     uv run python scripts/gen_docs.py --check   # change nothing; exit 1 naming stale pages
 
 The sections are those of the build hooks (``docs_hooks.py``): ``<!-- cli-reference -->``
-(the command's ``--help``), ``<!-- rule-tests -->``, ``<!-- example NAME -->`` and
-``<!-- include PATH -->``, each closed by ``<!-- /NAME -->``. Run it after changing the
-command line, a README example, a rule or a test named for one; ``tests/test_docs_site.py``
-fails until the files match. Needs the workspace's venv (the CLI reference imports
-``agent_channel_acp``).
+(the command's ``--help``), ``<!-- rule-tests -->``, ``<!-- example NAME -->``,
+``<!-- include PATH -->`` and the API pages' ``<!-- api`` (their mkdocstrings directive, the
+names' signatures and docstrings written out: ``api_pages.py``), each closed by
+``<!-- /NAME -->``. Run it after changing the command line, a README example, a rule or a
+test named for one, a public name's signature or docstring, or an API page's ``members:``;
+``tests/test_docs_site.py`` fails until the files match. Needs the workspace's venv (the CLI
+reference imports ``agent_channel_acp``; the API pages need griffe).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ USER_DOCS = (
 )
 BEGIN = "# <names> written by scripts/gen_names.py from the block above: edit that, then run it"
 END = "# </names>"
+_API_SECTION = re.compile(r"^<!-- api\n.*?^<!-- /api -->$", re.M | re.S)
 
 
 def listed(source: str) -> dict[str, str]:
@@ -78,7 +79,8 @@ def unlisted(init: Path) -> list[str]:
 
     Used means: imported from the package in an example, written ``package.Name`` there or in
     the package's docstrings, or in a code span as a class (``AgentRef``; a bare ``name()`` is
-    as often a method or a verb as a function).
+    as often a method or a verb as a function). An API page's generated text (its signatures
+    and docstrings, between ``<!-- api`` and ``<!-- /api -->``) is the sources', not a page's.
     """
     package = init.parent.name
     defined: set[str] = set()
@@ -90,7 +92,9 @@ def unlisted(init: Path) -> list[str]:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 defined.update(t.id for t in targets if isinstance(t, ast.Name))
     pages = "\n".join(
-        p.read_text(encoding="utf-8") for pattern in USER_DOCS for p in sorted(ROOT.glob(pattern))
+        _API_SECTION.sub("", p.read_text(encoding="utf-8"))
+        for pattern in USER_DOCS
+        for p in sorted(ROOT.glob(pattern))
     )
     sources = "\n".join(p.read_text(encoding="utf-8") for p in init.parent.rglob("*.py"))
     used = set(re.findall(rf"\b{package}\.([A-Za-z]\w*)", pages + sources))

@@ -130,7 +130,10 @@ def test_every_subcommand_the_pages_show_exists() -> None:
     assert not unknown, unknown
 
 
-_DIRECTIVE = re.compile(r"^<!-- (example|cli-reference|rule-tests|include)\b[^>]*-->$", re.M)
+_DIRECTIVE = re.compile(
+    r"^<!-- (example|cli-reference|rule-tests|include)\b[^>]*-->$|^<!-- (api)\n.*?^-->$",
+    re.M | re.S,
+)
 
 
 def test_no_directive_leaves_an_empty_section_in_the_raw_page() -> None:
@@ -139,9 +142,9 @@ def test_no_directive_leaves_an_empty_section_in_the_raw_page() -> None:
     for page in sorted((ROOT / "docs").rglob("*.md")):
         text = page.read_text(encoding="utf-8")
         for m in _DIRECTIVE.finditer(text):
-            close = text.find(f"<!-- /{m.group(1)} -->", m.end())
+            close = text.find(f"<!-- /{m.group(1) or m.group(2)} -->", m.end())
             if close == -1 or not text[m.end() : close].strip():
-                empty.append(f"{page.relative_to(ROOT)}: {m.group(0)}")
+                empty.append(f"{page.relative_to(ROOT)}: {m.group(0).splitlines()[0]}")
     assert not empty, "sections with nothing in the file (run scripts/gen_docs.py):\n" + "\n".join(
         empty
     )
@@ -170,6 +173,38 @@ def test_the_site_shows_the_generated_text_without_markers(hooks: ModuleType) ->
     assert re.search(r"^### \d+\.\d+\.\d+", included, re.M)
 
 
+def test_the_site_shows_an_api_page_once_through_mkdocstrings(hooks: ModuleType) -> None:
+    """The site gets the directive back for mkdocstrings; the file's text is for code hosts."""
+    raw = (ROOT / "docs/api/core.md").read_text(encoding="utf-8")
+    assert raw.count("\n## `open_channel`\n") == 1  # what a code host shows
+    page = hooks.on_page_markdown(raw)
+    assert "<!--" not in page and "-->" not in page
+    assert re.search(r"^::: agent_channel\n    options:\n", page, re.M)
+    assert "## `open_channel`" not in page  # mkdocstrings renders it, once
+
+
+def test_an_api_page_shows_signatures_docstrings_and_members(hooks: ModuleType) -> None:
+    pytest.importorskip("griffe")
+    directive = (
+        '::: agent_channel\n    options:\n      filters: ["!^_[^_]", "!^(post|closed)$"]\n'
+        "      members:\n        - AgentRef\n        - open_channel\n        - ChatMessage\n"
+    )
+    page = hooks.on_page_markdown(f"# x\n\n<!-- api\n{directive}-->\n")
+    assert page == f"# x\n\n{directive}\n"  # the site: the directive alone
+    text = hooks.render(f"<!-- api\n{directive}-->\n", ROOT / "docs/api/x.md")
+    assert re.findall(r"^## `(\w+)`$", text, re.M) == ["AgentRef", "open_channel", "ChatMessage"]
+    assert (
+        "```python\nclass AgentRef:\n    def __init__(self, channel: AgentChannel) -> None\n```"
+        in (text)
+    )
+    assert "\nasync def open_channel(\n    *,\n    approver: Approver | None = None,\n" in text
+    assert "`AgentChannel.post`" in text  # a Sphinx role as code, as on the site
+    assert "- `interrupt(cancel: Cancel | None = None) -> None`: Stop the work" in text
+    assert "`post(" not in text and "`closed" not in text  # the directive's filters
+    assert "- `turn_state: TurnState` *property*: " in text
+    assert "\nChatMessage = Annotated[ChatMessageSystem | ChatMessageUser" in text
+
+
 @pytest.mark.parametrize(
     ("page", "module"),
     [
@@ -183,9 +218,71 @@ def test_an_api_page_lists_every_public_name_once(page: str, module: str) -> Non
     """The pages order their members by hand: a name added to ``__all__`` must be placed."""
     import importlib
 
-    listed = re.findall(
-        r"^        - (\w+)$", (ROOT / f"docs/api/{page}.md").read_text(encoding="utf-8"), re.M
-    )
+    text = (ROOT / f"docs/api/{page}.md").read_text(encoding="utf-8")
+    directive = text[text.index("\n::: ") : text.index("\n-->\n")]  # not the generated text
+    listed = re.findall(r"^        - (\w+)$", directive, re.M)
     public = set(importlib.import_module(module).__all__) - {"__version__"}
     assert len(listed) == len(set(listed))
     assert set(listed) == public
+
+
+def test_the_check_names_an_api_page_whose_docstring_changed(tmp_path: Path) -> None:
+    """An API page's text is the source's: a changed docstring makes that page stale."""
+    import shutil
+    import subprocess
+
+    ignore = shutil.ignore_patterns("__pycache__", "node_modules", "*.png", "*.svg")
+    for folder in ("docs", "packages", "scripts", "tests"):
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=ignore)
+    for top in (*ROOT.glob("*.md"), ROOT / "mkdocs.yml"):
+        shutil.copy(top, tmp_path / top.name)
+    source = tmp_path / "packages/channel-core/src/agent_channel/_channel.py"
+    old = '    """Start an execution: a fresh channel, ambient for the block.\n'
+    text = source.read_text(encoding="utf-8")
+    assert text.count(old) == 1
+    source.write_text(text.replace(old, old.replace("Start", "Begin")), encoding="utf-8")
+
+    check = subprocess.run(
+        [sys.executable, "scripts/gen_docs.py", "--check"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert check.stdout.splitlines() == [
+        "docs/api/core.md: stale (run: uv run python scripts/gen_docs.py)"
+    ], check.stderr
+    fixed = subprocess.run(
+        [sys.executable, "scripts/gen_docs.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert fixed.returncode == 0, fixed.stderr
+    assert "Begin an execution: a fresh channel" in (tmp_path / "docs/api/core.md").read_text()
+
+
+def test_an_api_signature_keeps_its_markers_and_google_sections_read_as_lists() -> None:
+    griffe = pytest.importorskip("griffe")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        api = _load("api_pages")
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    code = (
+        "def f(a: int, /, b='x', *rest: str, c: bool = False, **kw: object) -> int:\n"
+        '    """Do it.\n\n    Args:\n        a: The thing.\n\n    Returns:\n        The other.\n\n'
+        '    Note:\n        Careful.\n    """\n'
+        "def g(*, d: int) -> None: ...\n"
+    )
+    with griffe.temporary_visited_module(code, docstring_parser="google") as module:
+        assert api._def(module["f"]) == (
+            "def f(a: int, /, b='x', *rest: str, c: bool = False, **kw: object) -> int"
+        )
+        assert api._def(module["g"]) == "def g(*, d: int) -> None"
+        assert api._docstring(module["f"]) == (
+            "Do it.\n\n**Parameters:**\n\n- `a` (`int`): The thing.\n\n"
+            "**Returns:**\n\n- `int`: The other.\n\n**Note:** Careful."
+        )
