@@ -132,7 +132,11 @@ def test_serve_ray_without_the_ray_package_says_how_to_install_it(tmp_path: Path
         timeout=60,
     )
     assert run.returncode == 2
-    one_line_failure(run, "serve --ray needs agent-channel-ray: pip install agent-channel-ray")
+    one_line_failure(
+        run,
+        "serve --ray needs agent-channel-ray: pip install ./packages/channel-core "
+        "./packages/ray-runtime (from the root of a clone of the repository; not on PyPI yet)",
+    )
 
 
 @pytest.mark.anyio

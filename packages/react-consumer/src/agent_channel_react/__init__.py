@@ -43,6 +43,11 @@ __version__ = "0.2.0"
 
 _LAZY = {"ModelError", "OpenAIModel"}
 """Names from the OpenAI-compatible adapter: importing it imports ``openai`` (an extra)."""
+_OPENAI_HINT = (
+    "pip install ./packages/channel-core './packages/react-consumer[openai]' "
+    "(from the root of a clone of the repository; not on PyPI yet)"
+)
+"""How to get the extra today (tests/test_install_hints.py): no index has the packages yet."""
 
 
 def __getattr__(name: str) -> Any:
@@ -54,7 +59,7 @@ def __getattr__(name: str) -> Any:
             if e.name != "openai":
                 raise
             raise ModuleNotFoundError(
-                f"{name} needs the openai extra: pip install 'agent-channel-react[openai]'",
+                f"{name} needs the openai extra: {_OPENAI_HINT}",
                 name="openai",
             ) from e
 

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, NoReturn, cast
 
 from agent_channel import load_spec
 
+from .._install import DEMO as INSTALL_DEMO
+from .._install import hint
 from ._parser import DEMO, DEMO_ORCHESTRATOR, DEMO_TASK, LOG_ENV, MODEL_ENV, build_parser, fail
 
 if TYPE_CHECKING:
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 
 SERVER_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL")
 """A real model's variables: set alone, the demo says how to use one (it stays scripted)."""
-DEMO_HINT = " (install the demo: pip install 'agent-channel-acp[demo]')"
+DEMO_HINT = f"; install the demo: {hint(INSTALL_DEMO)}"
 
 
 def load_factory(spec: str) -> AgentFactory:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from .._install import RAY, hint
 from ..wire._discovery import Record, RuntimeDirError
 from ._listen import ListenError
 from ._serve import ServeError, host
@@ -37,7 +38,7 @@ SERVED_LIMIT = 256
 """Running executions one ``serve --ray`` serves at once (as many as an attach server keeps
 finished ones, ``AttachServer.finished_kept``); past it new ones wait, with one log line."""
 
-MISSING = "serve --ray needs agent-channel-ray: pip install agent-channel-ray"
+MISSING = f"serve --ray needs agent-channel-ray: {hint(RAY)}"
 
 
 def load_ray() -> Any:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
 from uuid import uuid4
 
+from .._install import REMOTE, hint
 from ..wire._discovery import Publication, Record, RuntimeDirError, runtime_dir, sweep
 from ._listen import Listener, ListenError, listen_tcp, listen_unix
 
@@ -144,9 +145,7 @@ async def _ws_endpoint(handler: Callable[..., Awaitable[None]], ws: WsOptions) -
         await endpoint.start()
     except ImportError as e:  # uvicorn missing
         await endpoint.close()
-        raise ListenError(
-            f"--ws needs the remote extra (pip install 'agent-channel-acp[remote]'): {e}"
-        ) from None
+        raise ListenError(f"--ws needs the remote extra ({e}): {hint(REMOTE)}") from None
     return endpoint
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import sys
 
-INSTALL_HINT = "the console needs Textual: pip install 'agent-channel-acp[console]'"
+from ..._install import CONSOLE, hint
+
+INSTALL_HINT = f"the console needs Textual: {hint(CONSOLE)}"
 
 
 def _have_textual() -> bool:

@@ -1,0 +1,20 @@
+"""What to install for a part a command is missing, as a command that works today.
+
+The packages are not on PyPI yet, so each hint is a ``pip install`` of the packages'
+folders, run at the root of a clone of the repository, with every workspace package the
+named one needs beside it (no index has them). ``tests/test_install_hints.py`` checks these
+commands against the pyprojects; on the first upload they become the distributions' names
+(docs/release.md).
+"""
+
+CONSOLE = "pip install ./packages/channel-core './packages/acp-producer[console]'"
+DEMO = (
+    "pip install ./packages/channel-core ./packages/react-consumer './packages/acp-producer[demo]'"
+)
+REMOTE = "pip install ./packages/channel-core './packages/acp-producer[remote]'"
+RAY = "pip install ./packages/channel-core ./packages/ray-runtime"
+
+
+def hint(command: str) -> str:
+    """``command`` and where to run it, for a one-line message."""
+    return f"{command} (from the root of a clone of the repository; not on PyPI yet)"
