@@ -48,7 +48,8 @@ def main(argv: list[str]) -> int:
             )
             lines = proc.stdout.splitlines()
             summary = lines[-1] if lines else proc.stderr.strip()[-200:]
-            print(f"run {run}: {summary} ({time.monotonic() - start:.0f} s, {args.loops} busy loops)")
+            took = time.monotonic() - start
+            print(f"run {run}: {summary} ({took:.0f} s, {args.loops} busy loops)")
             for line in lines:
                 if line.startswith(("FAILED", "ERROR")):
                     print(f"  {line}")
