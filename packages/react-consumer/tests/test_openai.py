@@ -197,7 +197,7 @@ def test_without_the_openai_extra_the_adapter_names_the_extra_to_install() -> No
         "try:\n"
         "    from agent_channel_react import OpenAIModel\n"
         "except ImportError as e:\n"
-        "    assert 'agent-channel-react[openai]' in str(e), str(e)\n"
+        "    assert \"'./packages/react-consumer[openai]'\" in str(e), str(e)\n"
         "else:\n"
         "    raise AssertionError('imported without openai')\n"
     )
