@@ -202,3 +202,46 @@ class Hanging:
         finally:
             self.cancelled.set()
         return True
+
+
+LEAVER = """
+import sys, threading, anyio, ray, agent_channel_ray as acr
+errors = []
+threading.excepthook = lambda args: errors.append(args.exc_type.__name__)
+async def main():
+    acr.connect(sys.argv[1])
+    ref = acr.ref_for(sys.argv[2])
+    async def never(call):
+        await anyio.sleep_forever()
+    ref.route_approvals(never)
+    ref.snapshot()  # a later call of this process: the route (asked first) is in effect
+    ray.shutdown()  # the driver leaves while its route's thread waits on the host
+    for thread in threading.enumerate():
+        if thread.name.startswith("ray-approvals-"):
+            thread.join(60)
+    print("thread errors:", errors, flush=True)
+anyio.run(main)
+"""
+
+
+def test_a_router_that_shuts_ray_down_ends_its_route_quietly(pool: object) -> None:
+    """Ray raises ``SystemExit`` (not an ``Exception``) in a thread waiting in ``ray.get``
+    when its driver shuts down: the route's thread ends without an unhandled exception
+    (seen as PytestUnhandledThreadExceptionWarning in the serve --ray suite)."""
+    import os
+    import subprocess
+    import sys
+
+    ref = acr.launch(bodies.asks, host=pool)
+    address = ray.get_runtime_context().gcs_address
+    env = {**os.environ, "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", "RAY_ENABLE_AUTO_CONNECT": "0"}
+    run = subprocess.run(
+        [sys.executable, "-c", LEAVER, address, ref.execution_id],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "thread errors: []" in run.stdout, run.stdout + run.stderr[-2000:]
+    ray.cancel(ref.run)

@@ -85,7 +85,9 @@ def start(host: Any, execution_id: str, kind: Kind, fn: Fn) -> Callable[[], None
                         calls[rid] = _Call(host, execution_id, token, rid, fn, request, loop)
                 if got.done:
                     return
-        except Exception as exc:  # the actor died, the driver shut down, too many routes
+        # The actor died, too many routes; or the driver shut down, which Ray raises in a
+        # thread waiting in ray.get as SystemExit.
+        except (Exception, SystemExit) as exc:
             log.info("route of %s ended: %s: %s", execution_id, type(exc).__name__, exc)
         finally:
             stop.set()
@@ -127,7 +129,7 @@ class _Call:
             return
         try:
             ray.get(self._host.answer.remote(self._id, self._token, self._rid, outcome))
-        except Exception as exc:  # the actor died: its execution asks nothing more
+        except (Exception, SystemExit) as exc:  # the actor died, or the driver shut down
             log.info("answer %s of %s lost: %s", self._rid, self._id, type(exc).__name__)
 
     async def _ask(self) -> Outcome | None:
