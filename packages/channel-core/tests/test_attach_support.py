@@ -226,6 +226,7 @@ async def test_awaiting_in_a_snapshot_agrees_with_its_place_in_the_events() -> N
             while len(watchers) < 20:
                 await anyio.lowlevel.checkpoint()
             stop.set()
+
         # The random joins may all land on one side: one join on each side, forced.
         def join() -> None:
             watchers.append(ref.watch(lambda ev: None)[0])
