@@ -163,8 +163,11 @@ def test_d4_a_subprocess_killed_with_sigkill_goes_on_and_loses_no_acked_message(
     rng = random.Random(1919)
     env = {**os.environ, TOOL_SECONDS_ENV: "0.01"}
     acked: list[int] = []
-    for _ in range(5):
-        start = (acked[-1] + 1) if acked else 1
+    lives = 5
+    for life in range(lives):
+        # Each life numbers from a block of its own: the post in flight when it is killed may
+        # be stored without its ack printed, and must not share a number with the next's.
+        start = life * 1_000_000 + 1
         proc = subprocess.Popen(
             [sys.executable, str(CHILD), str(path), "post", str(start)],
             stdout=subprocess.PIPE,
@@ -197,5 +200,8 @@ def test_d4_a_subprocess_killed_with_sigkill_goes_on_and_loses_no_acked_message(
     assert done.returncode == 0, done.stderr
     final = stored(path)
     well_formed(final)
-    assert numbered(final) == acked
+    seen = numbered(final)
+    assert seen == sorted(set(seen))  # each once, in the order posted
+    assert set(acked) <= set(seen)  # nothing acknowledged was lost
+    assert len(set(seen) - set(acked)) <= lives  # at most the one in flight at each kill
     assert final[-1].role == "assistant"
