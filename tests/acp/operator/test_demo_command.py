@@ -134,7 +134,14 @@ def test_ctrl_c_that_reaches_a_worker_thread_still_exits_130() -> None:
         assert len(members) == 2, members
         while not all(_waits_in_the_loop(pid) for pid in members):  # both asleep in select()
             time.sleep(0.01)
-        aimed = [_aim_at_a_worker(pid, signal.SIGINT) for pid in members]
+        # A terminal's Ctrl-C reaches every process of the group at once. Sent one by one, the
+        # first could act (the demo stops its agent, whose threads end) before the second is
+        # sent: the group is stopped while each gets its own, and goes on with both pending.
+        os.killpg(demo.pid, signal.SIGSTOP)
+        try:
+            aimed = [_aim_at_a_worker(pid, signal.SIGINT) for pid in members]
+        finally:
+            os.killpg(demo.pid, signal.SIGCONT)
         assert any(aimed), "no process of the demo has a worker thread: nothing to aim at"
 
     code, _, err = _interrupted_in_the_long_tool(aim_at_workers)
