@@ -37,7 +37,7 @@ from acp.schema import (
 from agent_channel_acp import AcpServer, AgentFactory, serve
 
 HERE = Path(__file__).resolve().parent
-GUARD = 10.0
+GUARD = 30.0
 """Seconds before a hung wait fails the test: a hang guard, never a timing assertion."""
 
 Update = dict[str, Any]

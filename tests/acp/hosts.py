@@ -139,7 +139,7 @@ def cluster() -> Iterator[tuple[str, Any]]:
             ray.shutdown()
 
 
-@pytest.fixture(params=["local", "ray"])
+@pytest.fixture(params=["local", pytest.param("ray", marks=pytest.mark.ray)])
 def agent_host(request: pytest.FixtureRequest) -> Host:
     """The suite's agent host: each test that takes it runs in ``serve`` and on Ray."""
     if request.param == "local":
