@@ -21,9 +21,8 @@ from typing import Any
 
 import pytest
 from agent_channel import UserMessage, agent_channel, load_spec
-from serving import POLL, Serving, serving
-
 from conftest import GUARD
+from serving import POLL, Serving, serving
 
 
 @dataclass
