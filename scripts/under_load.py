@@ -4,9 +4,9 @@
 
 Starts ``--loops`` processes (default: one per core) that spin until the runs end, then
 runs ``pytest PYTEST ARGS`` ``--runs`` times in a row (default 3), printing one line per
-run and the failing tests of each. Exit 1 if any run failed. With no pytest arguments it
-runs the suites the issue of 2026-12-06 names: the core's, the consumer's and
-``tests/acp/stream``.
+run and the failing tests of each (a failed run's whole output is kept in a file it names).
+Exit 1 if any run failed. With no pytest arguments it runs the core's, the consumer's and
+``tests/acp/stream``'s suites.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,6 +54,10 @@ def main(argv: list[str]) -> int:
             for line in lines:
                 if line.startswith(("FAILED", "ERROR")):
                     print(f"  {line}")
+            if proc.returncode != 0:  # the whole output, for the diagnosis
+                kept = Path(tempfile.gettempdir()) / f"under_load-run{run}-{os.getpid()}.log"
+                kept.write_text(proc.stdout + proc.stderr, encoding="utf-8")
+                print(f"  output: {kept}")
             failed += proc.returncode != 0
     finally:
         for loop in loops:
