@@ -412,9 +412,13 @@ class AgentChannel:
         with self._lock:
             taken, self._taken = self._taken, []
         sup = self._supervisor
-        journal.commit(
-            shared[start:], taken, state, None if sup is None else sup.children(), start=start
-        )
+        if sup is None:
+            journal.commit(shared[start:], taken, state, start=start)
+        else:
+            from ._codec import children_json
+
+            sections = {"children": children_json(sup.children())}
+            journal.commit(shared[start:], taken, state, start=start, sections=sections)
         self._committed = len(shared)
 
     @property
@@ -756,7 +760,7 @@ def _announce_lost(channel: AgentChannel, journal: Journal, restored: Restored) 
         lost = Announce(child_id=c.id, name=c.name, status="lost", reason="its server restarted")
         journal.posted(lost)
         queue.append(lost)
-    journal.commit((), (), None, (), start=len(restored.messages))
+    journal.commit((), (), None, start=len(restored.messages), sections={"children": "[]"})
 
 
 def _adopted(shared: list[ChatMessage], restored: Restored | None) -> bool:

@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -24,7 +24,6 @@ from ._store import ExecutionStatus, JsonObject, Restored, StoredExecution, Stor
 from ._wal import Checkpointer
 
 if TYPE_CHECKING:
-    from ._events import ChildInfo
     from ._items import ChannelItem
     from ._messages import ChatMessage
 
@@ -276,7 +275,7 @@ class SqliteStore:
             messages=self._messages(execution_id),
             state=json.loads(state) if state else None,
             pending=tuple(codec.items(bodies)),
-            children=tuple(codec.children(children)),
+            sections={} if children is None else {"children": children},
             wait=wait,
         )
 
@@ -359,15 +358,15 @@ class SqliteJournal:
         messages: Sequence[ChatMessage],
         taken: Sequence[str],
         state: JsonObject | None,
-        children: Sequence[ChildInfo] | None,
         *,
         start: int,
+        sections: Mapping[str, str] | None = None,
     ) -> None:
         if self._failure is not None:
             return
         eid = self._id
         rows = [(eid, start + i, m.model_dump_json()) for i, m in enumerate(messages)]
-        kids = None if children is None else codec.children_json(children)
+        kids = None if sections is None else sections.get("children")
         try:
             with self._store._transaction() as db:  # pyright: ignore[reportPrivateUsage]
                 if start == 0:

@@ -44,9 +44,17 @@ class Restored:
     messages: tuple[ChatMessage, ...] = ()
     state: JsonObject | None = None
     pending: tuple[ChannelItem, ...] = ()
-    children: tuple[ChildInfo, ...] = ()
+    sections: Mapping[str, str] = field(default_factory=dict[str, str])
+    """The named sections last committed (see :meth:`Journal.commit`), each its JSON text."""
     wait: bool = False
     """The operator asked to restore and wait: go on only at their next message."""
+
+    @property
+    def children(self) -> tuple[ChildInfo, ...]:
+        """The children registry as last committed (the ``"children"`` section)."""
+        from ._codec import children
+
+        return tuple(children(self.sections.get("children")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,13 +110,16 @@ class Journal(Protocol):
         messages: Sequence[ChatMessage],
         taken: Sequence[str],
         state: JsonObject | None,
-        children: Sequence[ChildInfo] | None,
         *,
         start: int,
+        sections: Mapping[str, str] | None = None,
     ) -> None:
         """A boundary, in one transaction: ``messages`` appended to the conversation from
         index ``start`` (``start`` 0 rewrites it), the drained items ``taken`` (by id),
-        the consumer's ``state``, and the children registry."""
+        the consumer's ``state`` (``None`` keeps the stored one), and named ``sections``:
+        each a JSON text kept as it is and handed back in :attr:`Restored.sections` (what
+        is built on the channel writes its own, e.g. ``"children"``); a section not given
+        keeps its stored text."""
         ...
 
     def finish(self, status: ExecutionStatus, stop_reason: str | None, error: str | None) -> None:
