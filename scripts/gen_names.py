@@ -103,6 +103,8 @@ def unlisted(init: Path) -> list[str]:
     for span in re.findall(r"`([^`\n]+)`", pages):
         used.update(re.findall(r"\b[A-Z]\w*[a-z]\w*", span))
     public = set(listed(init.read_text(encoding="utf-8")))
+    # the package's public modules and subpackages (``agent_channel.children``) are no names
+    public |= {p.stem for p in init.parent.iterdir() if not p.name.startswith("_")}
     return sorted(name for name in used & defined - public if not name.startswith("_"))
 
 

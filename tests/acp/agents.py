@@ -330,7 +330,7 @@ def crowded_agent(model: str | None = None) -> Body:
     """An agent whose own channel another producer filled to the limit: it posts that many
     items itself, says ``filled``, and then never reads."""
     from agent_channel import Conversation, UserMessage
-    from agent_channel._channel import MAX_QUEUED
+    from agent_channel.lowlevel import MAX_QUEUED
 
     async def body() -> Any:
         ch = agent_channel()

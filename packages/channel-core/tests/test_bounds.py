@@ -20,7 +20,7 @@ from agent_channel import (
     UserMessage,
     open_channel,
 )
-from agent_channel._channel import MAX_QUEUED
+from agent_channel.lowlevel import MAX_QUEUED
 
 pytestmark = pytest.mark.anyio
 

@@ -214,9 +214,11 @@ def test_help_on_agentref_documents_post_and_interrupt() -> None:
     text = pydoc.plain(pydoc.render_doc(AgentRef))
     for name in ("post", "interrupt", "withdraw"):
         assert f"{name}(self" in text, name
-    assert "Data descriptors defined here" not in text.split("class AgentRef")[-1].split(
-        "Readonly properties"
-    )[0] or "post" not in text.split("Data descriptors defined here")[-1]
+    assert (
+        "Data descriptors defined here"
+        not in text.split("class AgentRef")[-1].split("Readonly properties")[0]
+        or "post" not in text.split("Data descriptors defined here")[-1]
+    )
 
 
 async def test_not_owner_names_the_tasks_briefly() -> None:

@@ -33,7 +33,9 @@ def test_importing_the_package_imports_no_pydantic_model_machinery() -> None:
 
 
 def test_a_turn_nobody_observes_needs_no_event_model() -> None:
-    code = LOADED + """
+    code = (
+        LOADED
+        + """
 import anyio
 from agent_channel import UserMessage, open_channel
 
@@ -53,6 +55,7 @@ before = loaded()
 anyio.run(turn, True)
 print(json.dumps([before, loaded()]))
 """
+    )
     unobserved, observed = run_fresh(code)
     assert unobserved == ["agent_channel._items", "pydantic.main"]
     assert observed == ["agent_channel._events", "agent_channel._items", "pydantic.main"]

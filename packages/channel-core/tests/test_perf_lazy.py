@@ -31,9 +31,12 @@ MODELS = sorted(
 )
 """
 
-IMPORT_ONLY = MODELS + """
+IMPORT_ONLY = (
+    MODELS
+    + """
 print(json.dumps([name for (_, name), cls in MODELS if cls.__pydantic_complete__]))
 """
+)
 
 # Valid and invalid input for most shapes, in an order that reaches containers before parts.
 WORKLOAD = """

@@ -23,7 +23,7 @@ from agent_channel import (
     open_channel,
     open_supervisor,
 )
-from agent_channel._questions import NO_ONE
+from agent_channel.questions import NO_ONE
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ import cluster_bodies as bodies
 import pytest
 import ray
 from agent_channel import Answer, Question, ToolCall, UserMessage
-from agent_channel._questions import NO_ONE
+from agent_channel.questions import NO_ONE
 
 pytestmark = pytest.mark.anyio
 

@@ -518,7 +518,7 @@ async def test_s14_a_prompt_into_a_full_channel_is_refused_with_a_reason() -> No
     """Another producer filled the execution's queue to the channel's limit: the client's
     prompt gets -32600 saying the agent has not read what is queued, and the session and
     the connection go on."""
-    from agent_channel._channel import MAX_QUEUED
+    from agent_channel.lowlevel import MAX_QUEUED
     from conftest import spawn
 
     async with spawn("--agent", "agents:crowded_agent") as a:

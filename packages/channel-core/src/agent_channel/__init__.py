@@ -22,17 +22,10 @@ from typing import TYPE_CHECKING
 __version__ = "0.2.0"
 
 if TYPE_CHECKING:
+    from ._abc import Approver as Approver
+    from ._abc import Resolver as Resolver
+    from ._abc import Subscriber as Subscriber
     from ._channel import AgentChannel as AgentChannel
-    from ._channel import AgentRef as AgentRef
-    from ._channel import Approver as Approver
-    from ._channel import Subscriber as Subscriber
-    from ._channel import agent_channel as agent_channel
-    from ._channel import open_channel as open_channel
-    from ._children import ChildBody as ChildBody
-    from ._children import ChildLimits as ChildLimits
-    from ._children import ChildToolCall as ChildToolCall
-    from ._children import Steering as Steering
-    from ._children import SteerOutcome as SteerOutcome
     from ._consume import Folded as Folded
     from ._consume import cancelled_result as cancelled_result
     from ._consume import fold as fold
@@ -78,6 +71,8 @@ if TYPE_CHECKING:
     from ._events import TurnStarted as TurnStarted
     from ._events import TurnState as TurnState
     from ._events import Usage as Usage
+    from ._execution import agent_channel as agent_channel
+    from ._execution import open_channel as open_channel
     from ._frozen import thaw as thaw
     from ._items import Announce as Announce
     from ._items import AnyItem as AnyItem
@@ -97,11 +92,7 @@ if TYPE_CHECKING:
     from ._messages import ChatMessageUser as ChatMessageUser
     from ._messages import ToolCall as ToolCall
     from ._messages import new_id as new_id
-    from ._questions import Answer as Answer
-    from ._questions import Question as Question
-    from ._questions import QuestionField as QuestionField
-    from ._questions import Resolver as Resolver
-    from ._questions import ask_user as ask_user
+    from ._ref import AgentRef as AgentRef
     from ._regions import NullRegion as NullRegion
     from ._regions import Region as Region
     from ._snapshot import ExecutionSnapshot as ExecutionSnapshot
@@ -114,24 +105,26 @@ if TYPE_CHECKING:
     from ._store import Store as Store
     from ._store import StoredExecution as StoredExecution
     from ._store import StoreError as StoreError
-    from ._supervisor import ChildControl as ChildControl
-    from ._supervisor import Supervisor as Supervisor
-    from ._supervisor import agent_supervisor as agent_supervisor
-    from ._supervisor import open_supervisor as open_supervisor
+    from .children import ChildBody as ChildBody
+    from .children import ChildControl as ChildControl
+    from .children import ChildLimits as ChildLimits
+    from .children import ChildToolCall as ChildToolCall
+    from .children import Steering as Steering
+    from .children import SteerOutcome as SteerOutcome
+    from .children import Supervisor as Supervisor
+    from .children import agent_supervisor as agent_supervisor
+    from .children import open_supervisor as open_supervisor
+    from .questions import Answer as Answer
+    from .questions import Question as Question
+    from .questions import QuestionField as QuestionField
+    from .questions import ask_user as ask_user
 else:  # hidden from type checkers, so a misspelt name is still an error
     # <names> written by scripts/gen_names.py from the block above: edit that, then run it
     _HOME = {
+        "Approver": "_abc",
+        "Resolver": "_abc",
+        "Subscriber": "_abc",
         "AgentChannel": "_channel",
-        "AgentRef": "_channel",
-        "Approver": "_channel",
-        "Subscriber": "_channel",
-        "agent_channel": "_channel",
-        "open_channel": "_channel",
-        "ChildBody": "_children",
-        "ChildLimits": "_children",
-        "ChildToolCall": "_children",
-        "Steering": "_children",
-        "SteerOutcome": "_children",
         "Folded": "_consume",
         "cancelled_result": "_consume",
         "fold": "_consume",
@@ -177,6 +170,8 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "TurnStarted": "_events",
         "TurnState": "_events",
         "Usage": "_events",
+        "agent_channel": "_execution",
+        "open_channel": "_execution",
         "thaw": "_frozen",
         "Announce": "_items",
         "AnyItem": "_items",
@@ -196,11 +191,7 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "ChatMessageUser": "_messages",
         "ToolCall": "_messages",
         "new_id": "_messages",
-        "Answer": "_questions",
-        "Question": "_questions",
-        "QuestionField": "_questions",
-        "Resolver": "_questions",
-        "ask_user": "_questions",
+        "AgentRef": "_ref",
         "NullRegion": "_regions",
         "Region": "_regions",
         "ExecutionSnapshot": "_snapshot",
@@ -213,10 +204,19 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "Store": "_store",
         "StoredExecution": "_store",
         "StoreError": "_store",
-        "ChildControl": "_supervisor",
-        "Supervisor": "_supervisor",
-        "agent_supervisor": "_supervisor",
-        "open_supervisor": "_supervisor",
+        "ChildBody": "children",
+        "ChildControl": "children",
+        "ChildLimits": "children",
+        "ChildToolCall": "children",
+        "Steering": "children",
+        "SteerOutcome": "children",
+        "Supervisor": "children",
+        "agent_supervisor": "children",
+        "open_supervisor": "children",
+        "Answer": "questions",
+        "Question": "questions",
+        "QuestionField": "questions",
+        "ask_user": "questions",
     }
     # </names>
     __all__ = sorted(_HOME)
@@ -232,7 +232,7 @@ else:  # hidden from type checkers, so a misspelt name is still an error
                 value = getattr(loaded, public)
                 # Reprs, help() and pickles say agent_channel.AgentRef, wherever it lives; but
                 # not for a class with annotations: typing.get_type_hints reads them there.
-                if value.__module__ == loaded.__name__ and (
+                if value.__module__.startswith(loaded.__name__) and (
                     isinstance(value, FunctionType)
                     or (isinstance(value, type) and "__annotations__" not in vars(value))
                 ):

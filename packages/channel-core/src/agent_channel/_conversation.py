@@ -43,9 +43,7 @@ class Conversation(Sequence[ChatMessage]):
 
     __slots__ = ("channel", "messages")
 
-    def __init__(
-        self, channel: AgentChannel, messages: list[ChatMessage] | None = None
-    ) -> None:
+    def __init__(self, channel: AgentChannel, messages: list[ChatMessage] | None = None) -> None:
         self.channel = channel
         """The execution's channel the events go to."""
         self.messages: list[ChatMessage] = messages if messages is not None else []

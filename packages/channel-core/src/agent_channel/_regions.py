@@ -1,5 +1,3 @@
-# pyright: reportPrivateUsage=false
-# (a region is part of its channel: it registers in the channel's table under its lock)
 """Keyed regions: one piece of work inside a turn that a producer can stop alone.
 
 The core knows nothing of tools; a consumer wraps whatever it wants stoppable by
@@ -10,12 +8,12 @@ by that key. Stopping a region ends only its body: the turn goes on, no
 
 from __future__ import annotations
 
+import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from ._channel import AgentChannel
-    from ._loop import CancelScopeLike
+    from ._loop import LoopHandle
 
 
 class Region:
@@ -26,21 +24,24 @@ class Region:
     the producer was told it was stopped, so the consumer must treat it so.
     """
 
-    __slots__ = ("_channel", "_cs", "cancelled", "key")
+    __slots__ = ("_active", "_cs", "_lock", "_loop", "cancelled", "key")
 
-    def __init__(self, channel: AgentChannel, key: str) -> None:
-        self._channel = channel
-        self._cs: CancelScopeLike = channel._loop.cancel_scope()
+    def __init__(
+        self, key: str, active: dict[str, Region], lock: threading.Lock, loop: LoopHandle
+    ) -> None:
+        """Made by :meth:`AgentChannel.region`, with its channel's table of active regions
+        and the lock that guards it."""
+        self._active, self._lock, self._loop = active, lock, loop
+        self._cs = loop.cancel_scope()
         self.key = key
         self.cancelled = False
         """A producer stopped this region (set under the channel's lock)."""
 
     def __enter__(self) -> Region:
-        ch = self._channel
-        with ch._lock:
-            if self.key in ch._regions:
+        with self._lock:
+            if self.key in self._active:
                 raise ValueError(f"a region keyed {self.key!r} is already active in this channel")
-            ch._regions[self.key] = self
+            self._active[self.key] = self
         self._cs.__enter__()
         return self
 
@@ -50,15 +51,16 @@ class Region:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        ch = self._channel
-        with ch._lock:
-            del ch._regions[self.key]
+        with self._lock:
+            del self._active[self.key]
         return bool(self._cs.__exit__(exc_type, exc, tb))
 
-    def _stop(self) -> None:
-        # Runs on the consumer's loop. After the exit it is a no-op (a cancel scope
-        # that has exited cancels nothing), and ``cancelled`` was already set.
-        self._channel._loop.cancel(self._cs)
+    def stop(self) -> None:
+        """End the body (what :meth:`AgentRef.cancel_region` does), on the consumer's loop.
+
+        After the exit it is a no-op: a cancel scope that has exited cancels nothing.
+        """
+        self._loop.cancel(self._cs)
 
 
 class NullRegion:

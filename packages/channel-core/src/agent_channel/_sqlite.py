@@ -275,7 +275,7 @@ class SqliteStore:
             messages=self._messages(execution_id),
             state=json.loads(state) if state else None,
             pending=tuple(codec.items(bodies)),
-            sections={} if children is None else {"children": children},
+            sections={} if children is None else {"agent_channel.children": children},
             wait=wait,
         )
 
@@ -366,7 +366,7 @@ class SqliteJournal:
             return
         eid = self._id
         rows = [(eid, start + i, m.model_dump_json()) for i, m in enumerate(messages)]
-        kids = None if sections is None else sections.get("children")
+        kids = None if sections is None else sections.get("agent_channel.children")
         try:
             with self._store._transaction() as db:  # pyright: ignore[reportPrivateUsage]
                 if start == 0:

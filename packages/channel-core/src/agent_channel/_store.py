@@ -51,10 +51,10 @@ class Restored:
 
     @property
     def children(self) -> tuple[ChildInfo, ...]:
-        """The children registry as last committed (the ``"children"`` section)."""
+        """The children registry as last committed (section ``agent_channel.children``)."""
         from ._codec import children
 
-        return tuple(children(self.sections.get("children")))
+        return tuple(children(self.sections.get("agent_channel.children")))
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,10 +25,10 @@ from agent_channel import (
     load_spec,
     open_channel,
 )
-from agent_channel._channel import MAX_QUEUED
+from agent_channel.lowlevel import MAX_QUEUED
 
 from ._routes import ROUTE_LIMIT, Kind, Route
-from ._wire import Batch, Outcome, Requests, call
+from ._wire import Batch, Outcome, Requests, SteerState, call
 
 LOG_LIMIT = 10_000
 """Events an execution's log keeps for watchers; one further behind takes a new snapshot."""
@@ -155,10 +155,12 @@ class ExecutionHostActor:
         return ref.turn_state, ref.closed
 
     async def children(self, execution_id: str, method: str, args: tuple[Any, ...]) -> Outcome:
-        """One of ``ref.children``'s reading and stopping methods."""
-        if method not in ("list", "info", "result", "messages", "stop"):
+        """One of ``ref.children``'s methods."""
+        if method not in ("list", "info", "result", "messages", "steer", "stop"):
             return Outcome(error="ValueError", message=f"no children method {method!r}")
         ref = await self._ref(execution_id)
+        if method == "steer":  # the receipt as it stands: its outcome comes as ChildSteered
+            return call(lambda *a: SteerState.of(ref.children.steer(*a)), *args)
         return call(getattr(ref.children, method), *args)
 
     async def mark_live(self, execution_id: str) -> int:

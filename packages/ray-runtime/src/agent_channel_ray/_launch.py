@@ -6,7 +6,7 @@ from typing import Any
 
 import ray
 from agent_channel import new_id
-from agent_channel._channel import MAX_QUEUED
+from agent_channel.lowlevel import MAX_QUEUED
 
 from ._host import Body, ExecutionHostActor
 from ._ref import RayRef

@@ -22,6 +22,7 @@ from agent_channel import (
     ChannelItem,
     ChatMessage,
     ChildInfo,
+    Content,
     ExecutionEvent,
     ExecutionFinished,
     ExecutionSnapshot,
@@ -34,7 +35,7 @@ from ray.exceptions import RayActorError
 from ._asking import start
 from ._registry import _first_line  # pyright: ignore[reportPrivateUsage]
 from ._routes import Kind
-from ._wire import Batch, Outcome
+from ._wire import Batch, Outcome, SteerState
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +219,7 @@ def _kind(value: object) -> str:
 
 
 class RayChildren:
-    """``AgentRef.children`` through the host: list, info, result, messages, stop."""
+    """``AgentRef.children`` through the host: list, info, result, messages, steer, stop."""
 
     __slots__ = ("_ref",)
 
@@ -239,6 +240,10 @@ class RayChildren:
 
     def messages(self, child_id: str, tail: int | None = None) -> tuple[ChatMessage, ...]:
         return self._call("messages", child_id, tail)
+
+    def steer(self, child_id: str, content: str | tuple[Content, ...]) -> SteerState:
+        """Steer a child as the operator; its outcome arrives as a ``ChildSteered`` event."""
+        return self._call("steer", child_id, content)
 
     def stop(self, child_id: str, reason: str = "stopped by the operator") -> bool:
         return self._call("stop", child_id, reason)

@@ -1,5 +1,3 @@
-# pyright: reportPrivateUsage=false
-# (a route falls back on what its execution's channel has: its approver, its resolver)
 """The actor's side of an approver or resolver routed from a :class:`RayRef`.
 
 A route is routed onto the execution's own ref, as a producer's approver would be; each
@@ -21,7 +19,8 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from agent_channel import AgentRef, Answer, new_id
-from agent_channel._questions import NO_ONE, resolver_for
+from agent_channel.lowlevel import approver_of, resolver_of
+from agent_channel.questions import NO_ONE
 
 from ._wire import Outcome, Requests
 
@@ -44,7 +43,7 @@ class Route:
 
     def __init__(self, kind: Kind, ref: AgentRef, on_end: Callable[[], object]) -> None:
         self.kind: Kind = kind
-        self._channel = ref._channel
+        self._ref = ref
         self._loop = asyncio.get_running_loop()
         self._pending: dict[str, tuple[Any, asyncio.Future[Outcome | None]]] = {}
         self._version = 0
@@ -77,9 +76,9 @@ class Route:
 
     async def _fallback(self, request: Any) -> Any:
         if self.kind == "approvals":
-            approver = self._channel.approver
+            approver = approver_of(self._ref)
             return False if approver is None else await approver(request)
-        resolver = resolver_for(self._channel)
+        resolver = resolver_of(self._ref)
         return Answer(None, reason=NO_ONE) if resolver is None else await resolver(request)
 
     def _changed(self) -> None:

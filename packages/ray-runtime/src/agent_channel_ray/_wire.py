@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_channel.abc import SteerReceipt
 
 from agent_channel import (
     ChannelClosed,
@@ -38,6 +41,22 @@ _ERRORS: dict[str, type[Exception]] = {
         KeyError,
     )
 }
+
+
+@dataclass(frozen=True, slots=True)
+class SteerState:
+    """A steer's receipt as it stood when the host made it: what ``RayChildren.steer``
+    returns (its outcome, once known, arrives as the parent's ``ChildSteered`` event)."""
+
+    id: str
+    child_id: str
+    outcome: str
+    seq: int | None = None
+    reason: str | None = None
+
+    @classmethod
+    def of(cls, receipt: SteerReceipt) -> SteerState:
+        return cls(receipt.id, receipt.child_id, receipt.outcome, receipt.seq, receipt.reason)
 
 
 @dataclass(frozen=True, slots=True)

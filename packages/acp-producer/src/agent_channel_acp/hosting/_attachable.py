@@ -16,8 +16,6 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_channel import AgentRef
-
 from ..agent._execution import BACKLOG_LIMIT
 from ..agent.attach._server import AttachServer
 from ..stream._ring import REPLAY
@@ -25,6 +23,8 @@ from ..wire._discovery import Record
 from ._serve import hosting
 
 if TYPE_CHECKING:
+    from agent_channel.abc import ExecutionRef
+
     from ._asgi import WsOptions
 
 
@@ -55,7 +55,7 @@ class Attachable:
         assert self._record.path is not None
         return self._record.path
 
-    def add(self, ref: AgentRef, *, title: str) -> str:
+    def add(self, ref: ExecutionRef, *, title: str) -> str:
         """Serve the top-level execution behind ``ref``; returns its execution id.
 
         Call it on the loop the block runs on. The execution may run anywhere, on this

@@ -17,7 +17,7 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from .._install import RAY, hint
 from ..wire._discovery import Record, RuntimeDirError
@@ -25,8 +25,6 @@ from ._listen import ListenError
 from ._serve import ServeError, host
 
 if TYPE_CHECKING:
-    from agent_channel import AgentRef
-
     from ..agent.attach._server import AttachServer
     from ._asgi import WsOptions
 
@@ -131,7 +129,7 @@ class Adder:
                 self._full = True
                 return
             try:  # listed as its host opens it: until then the host does not know it
-                self._server.add(cast("AgentRef", ref), title=title, execution_id=execution_id)
+                self._server.add(ref, title=title, execution_id=execution_id)
             except Exception as e:
                 log.info("execution %s not served yet (next look): %s", execution_id, e)
                 continue

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from agent_channel import AgentRef, ChatMessage, UnknownChild
+from agent_channel import ChatMessage, UnknownChild
+from agent_channel.abc import ExecutionRef
 
 from ..wire import _frames as f
 from ..wire._errors import WireError
@@ -25,7 +26,7 @@ class ChildRequests:
 
     __slots__ = ("_cards", "_id", "_ref")
 
-    def __init__(self, execution_id: str, ref: AgentRef, cards: ChildCards) -> None:
+    def __init__(self, execution_id: str, ref: ExecutionRef, cards: ChildCards) -> None:
         self._id = execution_id
         self._ref = ref
         self._cards = cards
@@ -48,18 +49,24 @@ class ChildRequests:
             if self._cards.known(child_id) is None:
                 raise WireError.unknown_child(self._id, child_id) from None
             return {"steerId": "", "outcome": "undelivered", "reason": "the execution ended"}
-        if steering.outcome == "pending":
+        outcome, seq, reason = steering.outcome, steering.seq, steering.reason
+        if outcome == "pending":
             future = self._cards.expect(steering.id)
             if steering.outcome == "pending":  # else it resolved before the future was there
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(STEER_WAIT):
                         await asyncio.shield(future)
+            if future.done() and not future.cancelled():  # the event: a receipt from another
+                event = future.result()  # process (a Ray ref's) is not updated in place
+                outcome, seq, reason = event.outcome, event.seq, event.reason
+            else:
+                outcome, seq, reason = steering.outcome, steering.seq, steering.reason
             future.cancel()
-        answer: f.SteerChildResult = {"steerId": steering.id, "outcome": steering.outcome}
-        if steering.seq is not None:
-            answer["seq"] = steering.seq
-        if steering.reason is not None:
-            answer["reason"] = steering.reason
+        answer: f.SteerChildResult = {"steerId": steering.id, "outcome": outcome}  # pyright: ignore[reportAssignmentType] (an outcome)
+        if seq is not None:
+            answer["seq"] = seq
+        if reason is not None:
+            answer["reason"] = reason
         return answer
 
     async def stop(self, child_id: str, reason: str | None) -> f.StopChildResult:

@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping
 
 from acp.utils import serialize_params
 from agent_channel import (
-    AgentRef,
     AwaitingInput,
     Cancel,
     ChatMessage,
@@ -53,6 +52,7 @@ from agent_channel import (
     TurnEnded,
     TurnStarted,
 )
+from agent_channel.abc import ExecutionRef
 
 from ..wire import _frames as f
 from . import _mapping as m
@@ -71,6 +71,7 @@ log = logging.getLogger("agent_channel_acp")
 
 Status = str  # "running" | "waiting for operator" | "finished" | "failed"
 
+
 class Hub:
     """One top-level execution, served to any number of sessions (see the module)."""
 
@@ -80,7 +81,7 @@ class Hub:
     def __init__(
         self,
         execution_id: str,
-        ref: AgentRef,
+        ref: ExecutionRef,
         *,
         title: str,
         replay: int = REPLAY,

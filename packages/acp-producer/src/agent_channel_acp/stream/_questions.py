@@ -37,7 +37,8 @@ from acp.schema import (
     PermissionOption,
     ToolCallUpdate,
 )
-from agent_channel import AgentRef, Answer, Question
+from agent_channel import Answer, Question
+from agent_channel.abc import ExecutionRef
 
 from ..wire._frames import PendingQuestion
 from . import _mapping as m
@@ -98,7 +99,7 @@ class Pending:
 class Questions:
     """One execution's questions: routed on its ref, asked of its drivers (see the module)."""
 
-    def __init__(self, ref: AgentRef, fanout: Fanout) -> None:
+    def __init__(self, ref: ExecutionRef, fanout: Fanout) -> None:
         self._fanout = fanout
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()

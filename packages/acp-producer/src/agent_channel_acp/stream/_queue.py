@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_channel import AgentRef, ChannelFull, ChannelItem, Content, UserMessage
+from agent_channel import ChannelFull, ChannelItem, Content, UserMessage
+from agent_channel.abc import ExecutionRef
 
 from ..wire import _frames as f
 
@@ -46,7 +47,7 @@ class OperatorQueue:
 
     __slots__ = ("_call", "_ref", "items")
 
-    def __init__(self, ref: AgentRef, call: Call) -> None:
+    def __init__(self, ref: ExecutionRef, call: Call) -> None:
         self._ref = ref
         self._call = call
         """How the ref is called (the hub's: on a worker thread for a remote ref)."""

@@ -20,7 +20,8 @@ from uuid import uuid4
 
 from acp import Agent
 from acp.agent.connection import AgentSideConnection
-from agent_channel import AgentChannel, AgentRef, Journal
+from agent_channel import AgentChannel, Journal
+from agent_channel.abc import ExecutionRef
 
 from ...stream._hub import Hub
 from ...stream._outbox import check_limit
@@ -71,7 +72,7 @@ class AttachServer:
 
     # -- executions --------------------------------------------------------------------
 
-    def add(self, ref: AgentRef, *, title: str, execution_id: str | None = None) -> str:
+    def add(self, ref: ExecutionRef, *, title: str, execution_id: str | None = None) -> str:
         """Serve one top-level execution; returns its execution id (the ACP session id)."""
         execution_id = execution_id or uuid4().hex
         hub = Hub(

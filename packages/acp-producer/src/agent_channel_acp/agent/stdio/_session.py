@@ -31,7 +31,6 @@ from acp.schema import PromptResponse
 from acp.schema import Usage as AcpUsage
 from agent_channel import (
     AgentChannel,
-    AgentRef,
     AwaitingInput,
     Cancel,
     ChannelClosed,
@@ -49,6 +48,7 @@ from agent_channel import (
     Usage,
     UserMessage,
 )
+from agent_channel.abc import ExecutionRef
 
 from ...stream import _mapping as m
 from ...stream._binding import Peer
@@ -128,7 +128,7 @@ class Session:
         self._context_window = context_window
         self._on_done = on_done
         self._binding = StdioBinding(session_id, peer, backlog_limit=backlog_limit)
-        self._ref: AgentRef | None = None
+        self._ref: ExecutionRef | None = None
         self._hub: StdioHub | None = None
         self._start_error: str | None = None
         self._finished: ExecutionFinished | None = None

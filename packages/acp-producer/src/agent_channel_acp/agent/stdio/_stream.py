@@ -26,7 +26,6 @@ from acp import RequestError
 from acp.schema import PermissionOption, ToolCallUpdate
 from acp.utils import serialize_params
 from agent_channel import (
-    AgentRef,
     ChatMessageAssistant,
     ChatMessageSystem,
     ChatMessageUser,
@@ -34,6 +33,7 @@ from agent_channel import (
     ExecutionFinished,
     ModelCallFinished,
 )
+from agent_channel.abc import ExecutionRef
 
 from ...stream import _mapping as m
 from ...stream._binding import Binding, Frames, Mark, amount
@@ -68,7 +68,7 @@ class StdioHub(Hub):
         self,
         prompts: Prompts,
         session_id: str,
-        ref: AgentRef,
+        ref: ExecutionRef,
         *,
         approve: bool,
         context_window: int | None,

@@ -1,6 +1,6 @@
 """What a supervisor keeps per child: its limits, its steers and its registry row.
 
-Nothing here runs a child (``_supervisor.py`` does). A :class:`Child` record is changed
+Nothing here runs a child (``_lifecycle.py`` does). A :class:`Child` record is changed
 only under its supervisor's lock; a :class:`Steering` is the steerer's receipt, resolved
 exactly once.
 """
@@ -15,22 +15,31 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
-from ._events import ChildInfo
-from ._items import ChildEnd, LimitName, Steer, bounded
-from ._messages import ToolCall
-from ._trusted import trusted
+from agent_channel import ChannelClosed, ChannelFull, ChildInfo, Steer, ToolCall
+from agent_channel.lowlevel import bounded, own_approver, trusted
 
 if TYPE_CHECKING:
-    from ._channel import AgentChannel, AgentRef
-    from ._events import ChildStatus, Usage
-    from ._loop import CancelScopeLike
-    from ._messages import ChatMessage
-    from ._supervisor import Supervisor
+    from agent_channel import (
+        AgentChannel,
+        AgentRef,
+        ChatMessage,
+        ChildEnd,
+        ChildStatus,
+        ExecutionEvent,
+        LimitName,
+        Usage,
+    )
+    from agent_channel.lowlevel import CancelScopeLike
+
+    from ._lifecycle import SupervisorCore
 
 ChildBody = Callable[[str], Awaitable["str | None"]]
 """A child's work: called with its input, in its own task, with its own channel ambient
 (:func:`agent_channel` inside is the child's, never the parent's). What it returns is the
 child's result (``None`` reads as ``""``)."""
+
+UNREAD = "the child ended before reading it"
+"""Why a steer was not delivered when its child ended first."""
 
 SteerOutcome = Literal["pending", "delivered", "undelivered"]
 """Where a steer stands: not yet known, drained by the child, or never read (the child ended
@@ -94,7 +103,7 @@ class ChildApprover:
         self._parent, self._child, self._own = parent, child, own
 
     async def __call__(self, call: ToolCall) -> bool:
-        mine = self._own._approver  # pyright: ignore[reportPrivateUsage] (the opener's, not this)
+        mine = own_approver(self._own)  # the child's own code's, not this one
         if mine is not None and not await mine(call):
             return False
         above = self._parent.approver
@@ -250,7 +259,7 @@ class Child:
         self.final: tuple[ChatMessage, ...] = ()  # its conversation as it ended
         self.steers: dict[str, Steering] = {}  # by steer id: those not resolved yet
         self.pending: tuple[Steering, ...] = ()  # steered before its channel opened (rare)
-        self.sub: Supervisor | None = None  # the child's own supervisor, while it runs
+        self.sub: SupervisorCore | None = None  # the child's own supervisor, while it runs
         self.below: tuple[ChildInfo, ...] = ()  # its descendants as they were when it ended
 
     def info(self) -> ChildInfo:
@@ -276,3 +285,51 @@ class Child:
                 "last_activity": self.last_activity,
             },
         )
+
+
+class Watcher:
+    """The supervisor's subscription to one child's channel: one object, not a closure."""
+
+    __slots__ = ("_channel", "_child", "_on_event", "release", "unsubscribe")
+
+    def __init__(
+        self,
+        on_event: Callable[[Child, AgentChannel, ExecutionEvent], None],
+        child: Child,
+        channel: AgentChannel,
+    ) -> None:
+        self._on_event, self._child, self._channel = on_event, child, channel
+        self.unsubscribe: Callable[[], None] = _nothing
+        self.release: Callable[[], None] = _nothing
+
+    def __call__(self, event: ExecutionEvent) -> None:
+        self._on_event(self._child, self._channel, event)
+
+    def leave(self) -> None:
+        """The child's body and children are over: what its channel publishes now (its
+        close) is nothing to watch, and need not even be built for the supervisor; no call
+        is left to approve. Both referred to the channel, which refers to them: left in
+        place, that cycle would keep the channel, its task and its context for the GC."""
+        self.unsubscribe()
+        self.release()
+        self.unsubscribe = self.release = _nothing  # each refers to this watcher or its channel
+
+
+def _nothing() -> None:
+    return None
+
+
+def post_steer(child: Child, steering: Steering) -> str | None:
+    """Under the supervisor's lock: post the steer; why it was not queued, if it was not."""
+    ref = child.ref
+    assert ref is not None
+    try:
+        ref.post(steering.steer)
+    except ChannelClosed:
+        why = UNREAD
+    except ChannelFull:
+        why = "the child's channel was full (it is not reaching its boundaries)"
+    else:
+        return None
+    child.steers.pop(steering.id, None)
+    return why
