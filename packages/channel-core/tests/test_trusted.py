@@ -63,3 +63,23 @@ async def test_rows_announces_and_child_events_equal_their_validated_selves() ->
         assert_as_validated(a)
         assert isinstance(a.model_copy(), Announce)
     assert all(isinstance(r, ChildInfo) for r in rows)
+
+
+async def test_the_items_drained_a_drain_publishes_equal_their_validated_selves() -> None:
+    from agent_channel import Cancel, ItemsDrained, UserMessage
+
+    seen: list[ExecutionEvent] = []
+    async with open_channel() as ch:
+        ref = ch.ref()
+        ref.subscribe(seen.append)
+        ref.post(UserMessage("one"))
+        ref.post(UserMessage("two", source="supervisor"))
+        ch.drain()
+        ref.interrupt(Cancel())
+        ch.drain()
+    drained = [e for e in seen if isinstance(e, ItemsDrained)]
+    assert [len(e.items) for e in drained] == [2, 1]
+    for event in drained:
+        assert_as_validated(event)
+        assert event.model_fields_set == {"type", "items"}
+        assert ItemsDrained.model_validate_json(event.model_dump_json()) == event

@@ -22,7 +22,7 @@ import anyio
 from ._errors import AgentInterrupted, ChannelClosed, ChannelFull, NotOwner, describe
 from ._items import Cancel, ChannelItem
 from ._loop import LoopHandle
-from ._scope import NULL_SCOPE, NullScope, ended_by, turn_started
+from ._scope import NULL_SCOPE, NullScope, ended_by, items_drained, turn_started
 
 if TYPE_CHECKING:  # the event models are imported where the first event is built
     from typing import Self
@@ -301,11 +301,7 @@ class ChannelCore:
     # -- internals ---------------------------------------------------------------------
 
     def _drained(self, items: list[ChannelItem]) -> None:
-        from ._events import ItemsDrained
-        from ._trusted import trusted
-
-        # Built from items the channel holds (each validated when it was made): not again.
-        self.publish(trusted(ItemsDrained, {"type": "items_drained", "items": tuple(items)}))
+        self.publish(items_drained(items))
 
     def _turn_cancelled(self, cancel: Cancel) -> None:
         self.turn_state = "cancelled"

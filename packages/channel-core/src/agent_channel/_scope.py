@@ -1,8 +1,10 @@
-"""What a turn's scope hands out: the no-op scope, and the shared turn events.
+"""What the kernel hands out per turn: the no-op scope, and the events it builds.
 
 A channel nobody holds a ref to cannot be interrupted, so its scope is one shared object
 that does nothing. Field-less events are immutable: one instance each, built when first
-published (the models load with the first event, not with the channel).
+published (the models load with the first event, not with the channel). An
+:class:`ItemsDrained` is built from items the channel holds, each validated when it was
+made: it is not validated again (as ``_trusted`` builds a model).
 """
 
 from __future__ import annotations
@@ -14,9 +16,13 @@ import anyio
 from ._errors import describe
 
 if TYPE_CHECKING:
-    from ._events import TurnEnded, TurnStarted
+    from ._events import ItemsDrained, TurnEnded, TurnStarted
+    from ._items import ChannelItem
 
 _shared: dict[str, TurnStarted | TurnEnded] = {}
+_new = object.__new__
+_set = object.__setattr__
+_drained: list[type[ItemsDrained]] = []
 
 
 class NullScope:
@@ -57,3 +63,17 @@ def ended_by(exc: BaseException | None) -> TurnEnded:
 
         event = _shared[key] = TurnEnded() if exc is None else TurnEnded(error="cancelled")
     return event  # pyright: ignore[reportReturnType] (stored under its own key)
+
+
+def items_drained(items: list[ChannelItem]) -> ItemsDrained:
+    """The :class:`ItemsDrained` of ``items``, set field by field."""
+    if not _drained:
+        from ._events import ItemsDrained
+
+        _drained.append(ItemsDrained)
+    event = _new(_drained[0])
+    _set(event, "__dict__", {"type": "items_drained", "items": tuple(items)})
+    _set(event, "__pydantic_fields_set__", {"type", "items"})
+    _set(event, "__pydantic_extra__", None)
+    _set(event, "__pydantic_private__", None)
+    return event
