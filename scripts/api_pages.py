@@ -5,7 +5,8 @@ the file as it is. This renders the same directive as plain Markdown, from the s
 of the sources: griffe (what mkdocstrings uses), with the handler's paths, extensions,
 docstring style and filters from ``mkdocs.yml``, and the directive's own ``members:`` and
 ``filters:``. For each listed name, in that order: a heading, its signature, its docstring;
-for a class, its members (those the filters keep, declared in the class, in source order)
+for a class, its members (those the filters keep, a base's of these packages first, in
+source order)
 with their signatures and the first paragraph of their docstrings.
 
 Static, so the text is the same on every machine and Python: annotations and defaults are
@@ -204,13 +205,21 @@ def _member_line(obj: griffe.Object, name: str) -> str:
 
 
 def _members(cls: griffe.Class, filters: list[str]) -> list[str]:
+    # inherited_members: a base's own (of these packages: ``AgentChannel``'s kernel), first
+    package = cls.path.split(".")[0]
+    own = [(1, n, m) for n, m in cls.members.items()]
+    inherited = [
+        (0, n, m.final_target)
+        for n, m in cls.inherited_members.items()
+        if m.target_path.split(".")[0] == package
+    ]
     kept = [
-        (name, member)
-        for name, member in cls.members.items()
+        (rank, name, member)
+        for rank, name, member in own + inherited
         if name != "__init__" and isinstance(member, griffe.Object) and _keep(name, filters)
     ]
-    kept.sort(key=lambda item: item[1].lineno or 0)  # members_order: source
-    return [_member_line(member, name) for name, member in kept]
+    kept.sort(key=lambda item: (item[0], item[2].lineno or 0))  # members_order: source
+    return [_member_line(member, name) for _, name, member in kept]
 
 
 def _entry(name: str, obj: griffe.Object, filters: list[str]) -> str:

@@ -236,7 +236,7 @@ def test_the_check_names_an_api_page_whose_docstring_changed(tmp_path: Path) -> 
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=ignore)
     for top in (*ROOT.glob("*.md"), ROOT / "mkdocs.yml"):
         shutil.copy(top, tmp_path / top.name)
-    source = tmp_path / "packages/channel-core/src/agent_channel/_channel.py"
+    source = tmp_path / "packages/channel-core/src/agent_channel/_execution.py"
     old = '    """Start an execution: a fresh channel, ambient for the block.\n'
     text = source.read_text(encoding="utf-8")
     assert text.count(old) == 1
