@@ -405,6 +405,10 @@ def channel_ratios(result: dict[str, Any], backend: str, reference: bool) -> dic
         "interrupt_p99": o["interrupt_p99_us"] / r["interrupt_p99_us"],
         "post_drain": o["post_drain_us"] / r["post_drain_us"],
     }
+    if "post_drain_subscribed_us" in r:  # measured in this run (an operator attached)
+        result["ratios_vs_reference"]["post_drain_subscribed"] = (
+            o["post_drain_subscribed_us"] / r["post_drain_subscribed_us"]
+        )
     result["targets"] = {
         "turn_no_ref_us <= 1": o["turn_no_ref_us"] <= 1.0,
         "turn_with_producer <= 0.6x reference": result["ratios_vs_reference"]["turn_with_producer"]
@@ -415,6 +419,10 @@ def channel_ratios(result: dict[str, Any], backend: str, reference: bool) -> dic
         ]
         <= 1.2,
         "post_drain <= 1.2x reference": result["ratios_vs_reference"]["post_drain"] <= 1.2,
+        "post_drain_subscribed <= 1.2x reference": result["ratios_vs_reference"].get(
+            "post_drain_subscribed", 0.0
+        )
+        <= 1.2,
         "memory flat after 1M items (< 1 MiB)": o["rss_growth_after_1M_items_mib"] < 1.0,
     }
     return result

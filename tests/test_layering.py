@@ -67,8 +67,9 @@ def test_layering_contracts_are_kept() -> None:
             "agent_channel_react",
             "from agent_channel_acp import x",
             "agent_channel_acp",
-            # The producer imports acp, so the consumer now reaches acp indirectly too.
-            {"consumer-producer-independent", "only-producer-imports-acp"},
+            # Not acp too: the producer's front imports its modules lazily (run time is
+            # what counts; imports for type checkers are left out of the graph).
+            {"consumer-producer-independent"},
         ),
         ("agent_channel_react", "import acp", "acp", {"only-producer-imports-acp"}),
         # The producer's own layers: each inner contract, broken once.
@@ -138,3 +139,32 @@ def test_a_violation_breaks_its_contract(
     for contract_id, name in _contract_names().items():
         status = "BROKEN" if contract_id in broken else "KEPT"
         assert f"{name} {status}" in result.stdout, result.stdout
+
+
+def test_the_kernel_importing_children_breaks_its_contract(tmp_path: Path) -> None:
+    """The kernel's contract lists its modules: one of them importing children breaks it."""
+    for name, src in SOURCES.items():
+        shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    kernel = tmp_path / "agent_channel/_vars.py"
+    kernel.write_text(kernel.read_text() + "\nfrom agent_channel.children import _supervisor\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
+
+    result = _run(tmp_path, env)
+
+    assert result.returncode != 0, result.stdout + result.stderr
+    names = _contract_names()
+    assert f"{names['kernel-knows-no-extension']} BROKEN" in result.stdout, result.stdout
+    assert "agent_channel._vars -> agent_channel.children._supervisor" in result.stdout
+
+
+def test_the_kernel_contract_lists_every_private_module_of_the_core() -> None:
+    config = tomllib.loads(CONFIG.read_text())
+    contract = next(
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c["id"] == "kernel-knows-no-extension"
+    )
+    core = SOURCES["agent_channel"]
+    private = {f"agent_channel.{p.stem}" for p in core.glob("_*.py") if p.name != "__init__.py"}
+    assert private <= set(contract["source_modules"])
