@@ -24,7 +24,8 @@ p99, and the median over rounds is reported:
 2. **post**: (a) core: ``ref.post`` of a ``UserMessage`` into a channel with a journal
    (the write-ahead: an INSERT committed before ``post`` returns) against one without;
    p50 and p99 in microseconds (the queue is drained and checkpointed every 100 posts,
-   outside the timing); also the worst post, and how many in 1,000 took over 5 ms.
+   outside the timing); also the worst post, and how many in 1,000 took over 5 ms; and
+   p50/p99 with ``durable=True`` (each post waits for an fsync of the log).
    (b) wire: two ``agent-channel-acp serve --demo`` subprocesses at once, one with
    ``--store S``, each demo in a 600 s tool (``AGENT_CHANNEL_DEMO_TOOL_SECONDS``) so
    prompts only queue; the ACP SDK's client over each unix socket (``initialize``,
@@ -304,6 +305,14 @@ async def post_figure(tmp: Path, rounds: int, n: int) -> dict[str, Any]:
     # checkpoint (1,000 pages) runs that checkpoint, fsyncs included, inline
     stalls = sum(1 for x in on for v in x if v > 0.005)
     row["store_posts_over_5ms_per_1000"] = round(stalls / (n * rounds) * 1000, 2)
+    # durable=True: each post waits for an fsync of the log (fewer posts: each costs one)
+    durable = open_store(tmp / f"posts-durable-{anyio_backend()}.db", durable=True)
+    try:
+        waited = [await _posts(durable, n // 10) for _ in range(rounds)]
+    finally:
+        durable.close()
+    for q in (0.5, 0.99):
+        row[f"durable_p{round(q * 100)}_us"] = round(med([pct(x, q) * 1e6 for x in waited]), 1)
     return row
 
 
@@ -787,7 +796,9 @@ def report(res: dict[str, Any]) -> None:
             f"  post, core ({b}): p50 {p['store_p50_us']:.1f} us with the write-ahead,"
             f" {p['no_store_p50_us']:.1f} us without; p99 {p['store_p99_us']:.1f} vs"
             f" {p['no_store_p99_us']:.1f} us; max {p['store_max_us'] / 1e3:.1f} ms"
-            f" ({p['store_posts_over_5ms_per_1000']} posts in 1,000 over 5 ms)"
+            f" ({p['store_posts_over_5ms_per_1000']} posts in 1,000 over 5 ms);"
+            f" durable=True (an fsync each): p50 {p['durable_p50_us']:.0f} us,"
+            f" p99 {p['durable_p99_us']:.0f} us"
         )
     if "post_wire" in res:
         w = res["post_wire"]
