@@ -24,7 +24,10 @@ def test_a_moved_name_without_its_distribution_says_what_to_install(
     monkeypatch.setitem(sys.modules, "agent_channel_sqlite", None)  # as if not installed
     with (
         pytest.warns(DeprecationWarning),
-        pytest.raises(ImportError, match="pip install agent-channel-sqlite"),
+        pytest.raises(
+            ImportError,
+            match=r"\./packages/store-sqlite.*pip install agent-channel-sqlite",
+        ),
     ):
         from agent_channel import open_store  # noqa: F401
 

@@ -45,7 +45,7 @@ SCHEMA_1 = (  # as agent-channel-core 0.2's store wrote it (frozen here: never e
 )
 
 
-def test_a_schema_1_file_is_migrated_and_its_children_become_a_section(tmp_path: Path) -> None:
+def test_d8_a_schema_1_file_is_migrated_and_its_children_become_a_section(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     children = '[{"id": "c1", "title": "a child"}]'
     message = ChatMessageUser(content="before the upgrade")
@@ -124,7 +124,7 @@ def _syncs_of(store: SqliteStore) -> list[str]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to name an fd")
-def test_durable_a_post_waits_for_an_fsync_of_the_log_and_a_commit_does_not(
+def test_d2_durable_a_post_waits_for_an_fsync_of_the_log_and_a_commit_does_not(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "s.db"
@@ -160,7 +160,7 @@ def test_durable_a_post_waits_for_an_fsync_of_the_log_and_a_commit_does_not(
         store.close()
 
 
-def test_durable_a_commit_alone_is_synced_within_the_interval(tmp_path: Path) -> None:
+def test_d3_durable_a_commit_alone_is_synced_within_the_interval(tmp_path: Path) -> None:
     store = open_store(tmp_path / "s.db", durable=True)
     syncer = store._syncer  # pyright: ignore[reportPrivateUsage]
     assert syncer is not None
@@ -172,7 +172,7 @@ def test_durable_a_commit_alone_is_synced_within_the_interval(tmp_path: Path) ->
         store.close()
 
 
-def test_durable_a_failed_fsync_stops_writing_and_is_told_once(tmp_path: Path) -> None:
+def test_d7_durable_a_failed_fsync_stops_writing_and_is_told_once(tmp_path: Path) -> None:
     store = open_store(tmp_path / "s.db", durable=True)
     syncer = store._syncer  # pyright: ignore[reportPrivateUsage]
     assert syncer is not None

@@ -244,15 +244,19 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "default_store_path": "agent_channel_sqlite",
         "open_store": "agent_channel_sqlite",
     }
-    _DISTRIBUTION = {"agent_channel_sqlite": "agent-channel-sqlite"}
+    _INSTALL = {  # spelled out: tests/test_install_hints.py checks each command
+        "agent_channel_sqlite": "agent-channel-sqlite: `pip install ./packages/channel-core"
+        " ./packages/store-sqlite` at the root of a clone (once published, `pip install"
+        " agent-channel-sqlite`)",
+    }
 
     def _moved(name: str) -> object:
         import warnings
 
         home = _DEPRECATED[name]
         warnings.warn(
-            f"agent_channel.{name} moved to the {_DISTRIBUTION[home]} distribution: "
-            f"use `from {home} import {name}` (the old name goes in agent-channel-core 0.3)",
+            f"agent_channel.{name} moved to its own distribution: use `from {home} import"
+            f" {name}` (the old name goes in agent-channel-core 0.3)",
             DeprecationWarning,
             stacklevel=3,
         )
@@ -262,8 +266,7 @@ else:  # hidden from type checkers, so a misspelt name is still an error
             if e.name != home:  # installed, and broken: its own error says more
                 raise
             raise ImportError(
-                f"agent_channel.{name} now lives in {_DISTRIBUTION[home]}: "
-                f"pip install {_DISTRIBUTION[home]}, then `from {home} import {name}`",
+                f"agent_channel.{name} moved to {_INSTALL[home]}; then `from {home} import {name}`",
                 name=home,
             ) from e
         return getattr(loaded, name)
