@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from agent_channel import UserMessage
 from agent_channel.testing import (
@@ -14,12 +16,12 @@ from agent_channel.testing import (
 )
 
 
-def _location() -> StoreOpener:
-    """One location: the first call opens a new MemoryStore, each later one reopens it."""
+def _location(new: Callable[[], MemoryStore] = MemoryStore) -> StoreOpener:
+    """One location: the first call opens ``new()``, each later one reopens the last."""
     current: list[MemoryStore] = []
 
     def opener() -> MemoryStore:
-        store = current[-1].reopen() if current else MemoryStore()
+        store = current[-1].reopen() if current else new()
         current.append(store)
         return store
 
@@ -44,14 +46,7 @@ def test_the_suite_runs_without_a_test_framework_and_reports_a_broken_store() ->
             return store
 
     def forgetful() -> StoreOpener:
-        current: list[MemoryStore] = []
-
-        def opener() -> MemoryStore:
-            store = current[-1].reopen() if current else Forgetful()
-            current.append(store)
-            return store
-
-        return opener
+        return _location(Forgetful)
 
     results = run_store_checks(forgetful)
     assert results["state_none_keeps_the_stored_state"] is not None

@@ -110,7 +110,8 @@ class Syncer:
 
     @contextlib.contextmanager
     def hold(self) -> Generator[None]:
-        """No fsync starts while inside (a test's hook: a post waits, a checkpoint does not)."""
+        """No fsync starts while inside, but the last one at :meth:`stop` (a test's hook: a
+        post waits, a checkpoint does not)."""
         with self._cond:
             self._held = True
         try:
@@ -134,12 +135,14 @@ class Syncer:
             self._cond.notify_all()
 
     def _due(self) -> bool:
-        """Under the condition: whether to fsync now."""
-        if self._written == self._synced or self._held:
+        """Under the condition: whether to fsync now (at a stop, whatever holds it)."""
+        if self._written == self._synced:
             return False
-        if self._waiting or self._stopped:
+        if self._stopped:
             return True
-        return time.monotonic() - self._dirty_since >= SYNC_INTERVAL
+        if self._held:
+            return False
+        return bool(self._waiting) or time.monotonic() - self._dirty_since >= SYNC_INTERVAL
 
     def _run(self) -> None:
         try:
@@ -155,7 +158,7 @@ class Syncer:
         while True:
             with cond:
                 while not self._due():
-                    if self._stopped and (self._held or self._written == self._synced):
+                    if self._stopped:  # and everything is synced
                         return
                     if self._written == self._synced or self._held:
                         cond.wait()

@@ -158,28 +158,19 @@ class MemoryStore:
         self.prune()
 
 
+@dataclass(slots=True, eq=False)
 class MemoryJournal:
     """One execution's :class:`~agent_channel.Journal` in a :class:`MemoryStore`."""
 
-    __slots__ = ("_failure", "_id", "_restored", "_store", "on_failure")
-
-    def __init__(self, store: MemoryStore, execution_id: str, restored: Restored | None) -> None:
-        self._store = store
-        self._id = execution_id
-        self._restored = restored
-        self._failure: str | None = None
-        self.on_failure: Callable[[str], object] | None = None
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def failure(self) -> str | None:
-        return self._failure
+    store: MemoryStore
+    id: str
+    restored_as: Restored | None
+    """What :meth:`restored` returns: the execution as the store had it, or ``None``."""
+    failure: str | None = None
+    on_failure: Callable[[str], object] | None = None
 
     def restored(self) -> Restored | None:
-        return self._restored
+        return self.restored_as
 
     def posted(self, item: ChannelItem) -> None:
         body = item.model_dump_json()
@@ -211,21 +202,21 @@ class MemoryJournal:
         self._apply(boundary)
 
     def finish(self, status: ExecutionStatus, stop_reason: str | None, error: str | None) -> None:
-        if self._failure is None:
-            self._guarded(lambda: self._store._finish(self._id, status, stop_reason, error))  # pyright: ignore[reportPrivateUsage]
+        if self.failure is None:
+            self._guarded(lambda: self.store._finish(self.id, status, stop_reason, error))  # pyright: ignore[reportPrivateUsage]
 
     def _apply(self, change: Callable[[_Execution], object]) -> None:
-        if self._failure is None:
-            self._guarded(lambda: self._store._write(self._id, change))  # pyright: ignore[reportPrivateUsage]
+        if self.failure is None:
+            self._guarded(lambda: self.store._write(self.id, change))  # pyright: ignore[reportPrivateUsage]
 
     def _guarded(self, write: Callable[[], None]) -> None:
         """Run ``write``; a failure is recorded and told once, never raised (the protocol)."""
         try:
             write()
         except StoreError as e:
-            self._failure = f"{e}; this execution goes on in memory only"
+            self.failure = reason = f"{e}; this execution goes on in memory only"
             if self.on_failure is not None:
-                self.on_failure(self._failure)
+                self.on_failure(reason)
 
 
 def _copy(meta: JsonObject) -> dict[str, object]:
