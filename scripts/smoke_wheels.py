@@ -33,6 +33,12 @@ from pathlib import Path
 
 from examples import example
 
+CORE_CLOSURE = {
+    *("anyio", "idna", "sniffio", "typing-extensions", "exceptiongroup"),
+    *("pydantic", "pydantic-core", "annotated-types", "typing-inspection"),
+}
+"""What the core's two dependencies may bring (any supported platform)."""
+
 TIMEOUT = 300
 """Seconds one install or example may take before it counts as hung (a guard, not a goal)."""
 
@@ -250,18 +256,7 @@ def smoke_sqlite(work: Path, core: Path, sqlite: Path) -> str:
     folder.mkdir()
     python = _venv(work, "sqlite-venv", [sqlite, core])
     installed = _installed(python, folder)
-    strays = installed - {
-        "agent-channel-sqlite",
-        "agent-channel-core",
-        "anyio",
-        "idna",
-        "sniffio",
-        "typing-extensions",
-        "pydantic",
-        "pydantic-core",
-        "annotated-types",
-        "typing-inspection",
-    }
+    strays = installed - {"agent-channel-sqlite", "agent-channel-core", *CORE_CLOSURE}
     _check(not strays, "the sqlite wheel pulled in", strays)
     (folder / "durable.py").write_text(example("sqlite-durable"))
     first = _run(python, "-E", "-s", "durable.py", cwd=folder).strip()

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 from .._items import UserMessage
 from .._messages import ChatMessage, ChatMessageAssistant, ChatMessageUser
-from .._store import Journal, Store, StoreError
+from .._store import Journal, Restored, Store, StoreError
 
 StoreOpener = Callable[[], Store]
 """Opens the store at one location: a new one at the first call; after ``close()``, the
@@ -64,6 +64,15 @@ def _later() -> None:
     now = time.time()
     while time.time() == now:
         pass
+
+
+def _restored_again(opener: StoreOpener, execution_id: str = "e1", wait: bool = False) -> Restored:
+    """What a journal of ``execution_id`` has once the store is opened again, then closed."""
+    with _opened(opener) as store:
+        restored = store.journal(execution_id, wait=wait).restored()
+    _expect(restored is not None, "a running execution opened again has restored()")
+    assert restored is not None
+    return restored
 
 
 def _refused(store: Store, execution_id: str) -> bool:
@@ -131,9 +140,7 @@ def check_a_running_execution_is_restored_after_reopening(opener: StoreOpener) -
 def check_restored_wait_is_handed_back(opener: StoreOpener) -> None:
     with _opened(opener) as store:
         store.journal("e1")
-    with _opened(opener) as store:
-        restored = store.journal("e1", wait=True).restored()
-        _expect(restored is not None and restored.wait, "journal(wait=True) sets restored.wait")
+    _expect(_restored_again(opener, wait=True).wait, "journal(wait=True) sets restored.wait")
 
 
 def check_meta_is_replaced_only_when_given(opener: StoreOpener) -> None:
@@ -159,11 +166,8 @@ def check_a_withdrawn_item_is_not_restored(opener: StoreOpener) -> None:
         journal.posted(kept)
         journal.posted(withdrawn)
         journal.withdrawn(withdrawn.id)
-    with _opened(opener) as store:
-        restored = store.journal("e1").restored()
-        assert restored is not None
-        ids = [i.id for i in restored.pending]
-        _expect(ids == [kept.id], "a withdrawn item is no longer pending", ids)
+    ids = [i.id for i in _restored_again(opener).pending]
+    _expect(ids == [kept.id], "a withdrawn item is no longer pending", ids)
 
 
 def check_taken_items_are_no_longer_pending(opener: StoreOpener) -> None:
@@ -173,11 +177,8 @@ def check_taken_items_are_no_longer_pending(opener: StoreOpener) -> None:
         journal.posted(taken)
         journal.posted(left)
         journal.commit(_conversation(1), (taken.id,), None, start=0)
-    with _opened(opener) as store:
-        restored = store.journal("e1").restored()
-        assert restored is not None
-        ids = [i.id for i in restored.pending]
-        _expect(ids == [left.id], "commit(taken=...) removes those items from pending", ids)
+    ids = [i.id for i in _restored_again(opener).pending]
+    _expect(ids == [left.id], "commit(taken=...) removes those items from pending", ids)
 
 
 # -- the boundary's commit ------------------------------------------------------------------
@@ -232,10 +233,8 @@ def check_state_none_keeps_the_stored_state(opener: StoreOpener) -> None:
         assert restored is not None
         _expect(restored.state == {"turns": 1}, "state=None keeps the stored state", restored)
         journal.commit((), (), {"turns": 2}, start=0)
-    with _opened(opener) as store:
-        restored = store.journal("e1").restored()
-        assert restored is not None
-        _expect(restored.state == {"turns": 2}, "a state given replaces it", restored.state)
+    state = _restored_again(opener).state
+    _expect(state == {"turns": 2}, "a state given replaces it", state)
 
 
 def check_sections_not_given_keep_their_text(opener: StoreOpener) -> None:
@@ -244,14 +243,12 @@ def check_sections_not_given_keep_their_text(opener: StoreOpener) -> None:
         journal.commit((), (), None, start=0, sections={"children": "[1]", "notes": '"a"'})
         journal.commit((), (), None, start=0)  # none given: both kept
         journal.commit((), (), None, start=0, sections={"notes": '"b"'})  # one given
-    with _opened(opener) as store:
-        restored = store.journal("e1").restored()
-        assert restored is not None
-        _expect(
-            dict(restored.sections) == {"children": "[1]", "notes": '"b"'},
-            "a section not given keeps its stored text; one given replaces it",
-            restored.sections,
-        )
+    sections = dict(_restored_again(opener).sections)
+    _expect(
+        sections == {"children": "[1]", "notes": '"b"'},
+        "a section not given keeps its stored text; one given replaces it",
+        sections,
+    )
 
 
 # -- the end --------------------------------------------------------------------------------
