@@ -366,7 +366,7 @@ def test_d8_a_store_in_use_by_another_live_process_is_refused(tmp_path: Path) ->
         [
             sys.executable,
             "-c",
-            "import sys; from agent_channel import open_store; s = open_store(sys.argv[1]);"
+            "import sys; from agent_channel_sqlite import open_store; s = open_store(sys.argv[1]);"
             " print('held', flush=True); sys.stdin.read()",
             str(path),
         ],
