@@ -16,11 +16,16 @@ p99, and the median over rounds is reported:
    Target: <= 1.05x (``3 * rounds`` runs a side). Also:
    the extra microseconds per turn (wall, and CPU time of the least disturbed run) and
    the store's transactions per turn (counted with SQLite's trace callback in a separate,
-   unmeasured pair of runs: the difference between 2N and N turns, over N).
+   unmeasured pair of runs: the difference between 2N and N turns, over N). In the same
+   rounds, two more sides: ``open_store(durable=True)`` (the syncer: a checkpoint does not
+   wait for the disk; target: a turn <= 2x the default store's), and the old
+   ``durable=True`` for comparison, a store whose connection fsyncs every commit on the
+   writer's thread (``synchronous=FULL``, as before the syncer).
 2. **post**: (a) core: ``ref.post`` of a ``UserMessage`` into a channel with a journal
    (the write-ahead: an INSERT committed before ``post`` returns) against one without;
    p50 and p99 in microseconds (the queue is drained and checkpointed every 100 posts,
-   outside the timing); also the worst post, and how many in 1,000 took over 5 ms.
+   outside the timing); also the worst post, and how many in 1,000 took over 5 ms; and
+   p50/p99 with ``durable=True`` (each post waits for an fsync of the log).
    (b) wire: two ``agent-channel-acp serve --demo`` subprocesses at once, one with
    ``--store S``, each demo in a 600 s tool (``AGENT_CHANNEL_DEMO_TOOL_SECONDS``) so
    prompts only queue; the ACP SDK's client over each unix socket (``initialize``,
@@ -85,13 +90,12 @@ from agent_channel import (
     ChatMessageUser,
     Conversation,
     ExecutionEvent,
-    SqliteStore,
     ToolCall,
     UserMessage,
     open_channel,
-    open_store,
 )
 from agent_channel_react import AgentOutput, AgentState, ScriptedModel, call, react, tool, tool_call
+from agent_channel_sqlite import SqliteStore, open_store
 
 HERE = Path(__file__).resolve().parent
 AGENT_SPEC = "durability_agent:agent"
@@ -103,7 +107,7 @@ PROMPTS = 10  # per side and cycle, figure 2b
 MESSAGES = 10_000  # figure 3 and 4
 START_TIMEOUT = 120.0
 STEP_TIMEOUT = 30.0
-TARGETS = {"turn_ratio": 1.05, "wire_p99_ms": 2.0, "restart_s": 1.0}
+TARGETS = {"turn_ratio": 1.05, "durable_turn": 2.0, "wire_p99_ms": 2.0, "restart_s": 1.0}
 
 perf = time.perf_counter
 PYCACHE: Path | None = None
@@ -183,28 +187,47 @@ def _count_transactions(store: SqliteStore) -> Callable[[], int]:
     return lambda: state["n"]
 
 
+def _fsync_on_the_callers_thread(store: SqliteStore) -> SqliteStore:
+    """The store as ``durable=True`` was before the syncer: every commit fsyncs on the
+    writer's thread (``synchronous=FULL`` on its connection), the comparison for figure 1."""
+    store._db.execute("PRAGMA synchronous=FULL")  # pyright: ignore[reportPrivateUsage]
+    return store
+
+
 async def turn_figure(tmp: Path, rounds: int, turns: int) -> dict[str, Any]:
-    store = open_store(tmp / f"turns-{anyio_backend()}.db")
+    b = anyio_backend()
+    store = open_store(tmp / f"turns-{b}.db")
+    durable = open_store(tmp / f"turns-durable-{b}.db", durable=True)
+    old = _fsync_on_the_callers_thread(open_store(tmp / f"turns-old-{b}.db"))
+    sides: dict[str, SqliteStore | None] = {
+        "store": store,
+        "no_store": None,
+        "durable": durable,
+        "old_durable": old,
+    }
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
     try:
-        on: list[tuple[float, float]] = []
-        off: list[tuple[float, float]] = []
         for _ in range(2):  # warm up
-            await _turns(store, turns)
-            await _turns(None, turns)
+            for s in sides.values():
+                await _turns(s, turns)
+        order = list(sides)
         for r in range(rounds):
-            pair = [(on, store), (off, None)]
-            for out, s in pair if r % 2 == 0 else pair[::-1]:
-                out.append(await _turns(s, turns))
+            for name in order if r % 2 == 0 else order[::-1]:  # a busy moment hits all
+                runs[name].append(await _turns(sides[name], turns))
         counted = _count_transactions(store)
         await _turns(store, turns)
         n1 = counted()
         await _turns(store, 2 * turns)
         per_turn_tx = (counted() - 2 * n1) / turns
     finally:
-        store.close()
-    w_on, w_off = (med([x[0] for x in r]) / turns * 1e6 for r in (on, off))
-    c_on, c_off = (min(x[1] for x in r) / turns * 1e6 for r in (on, off))
+        for s in (store, durable, old):
+            s.close()
+    wall = {name: med([x[0] for x in r]) / turns * 1e6 for name, r in runs.items()}
+    cpu = {name: min(x[1] for x in r) / turns * 1e6 for name, r in runs.items()}
+    on, off = runs["store"], runs["no_store"]
+    w_on, w_off, c_on, c_off = wall["store"], wall["no_store"], cpu["store"], cpu["no_store"]
     ratios = [a[0] / b[0] for a, b in zip(on, off, strict=True)]
+    extra = {name: wall[name] - w_off for name in ("store", "durable", "old_durable")}
     return {
         "turns_per_run": turns,
         "runs": rounds,
@@ -218,6 +241,16 @@ async def turn_figure(tmp: Path, rounds: int, turns: int) -> dict[str, Any]:
         "cpu_extra_us_per_turn": round(c_on - c_off, 1),
         "transactions_per_turn": round(per_turn_tx, 2),
         "target_ratio": TARGETS["turn_ratio"],
+        # durable=True (the syncer) and the old durable=True (fsync on the caller's thread)
+        "per_turn_us_durable": round(wall["durable"], 1),
+        "per_turn_us_old_durable": round(wall["old_durable"], 1),
+        "extra_us_per_turn_durable": round(extra["durable"], 1),
+        "extra_us_per_turn_old_durable": round(extra["old_durable"], 1),
+        "cpu_extra_us_per_turn_durable": round(cpu["durable"] - c_off, 1),
+        "cpu_extra_us_per_turn_old_durable": round(cpu["old_durable"] - c_off, 1),
+        "durable_to_store_turn": round(wall["durable"] / w_on, 4),
+        "durable_to_store_extra": round(extra["durable"] / max(extra["store"], 1e-9), 2),
+        "target_durable_to_store_turn": TARGETS["durable_turn"],
     }
 
 
@@ -272,6 +305,14 @@ async def post_figure(tmp: Path, rounds: int, n: int) -> dict[str, Any]:
     # checkpoint (1,000 pages) runs that checkpoint, fsyncs included, inline
     stalls = sum(1 for x in on for v in x if v > 0.005)
     row["store_posts_over_5ms_per_1000"] = round(stalls / (n * rounds) * 1000, 2)
+    # durable=True: each post waits for an fsync of the log (fewer posts: each costs one)
+    durable = open_store(tmp / f"posts-durable-{anyio_backend()}.db", durable=True)
+    try:
+        waited = [await _posts(durable, n // 10) for _ in range(rounds)]
+    finally:
+        durable.close()
+    for q in (0.5, 0.99):
+        row[f"durable_p{round(q * 100)}_us"] = round(med([pct(x, q) * 1e6 for x in waited]), 1)
     return row
 
 
@@ -738,12 +779,26 @@ def report(res: dict[str, Any]) -> None:
             f" +{t['extra_us_per_turn']:.0f} us wall, +{t['cpu_extra_us_per_turn']:.0f} us CPU,"
             f" {t['transactions_per_turn']} transactions a turn"
         )
+        ok = t["durable_to_store_turn"] <= t["target_durable_to_store_turn"]
+        print(
+            f"  turn ({b}), durable=True: {t['per_turn_us_durable']:.0f} us"
+            f" (+{t['extra_us_per_turn_durable']:.0f} us wall,"
+            f" +{t['cpu_extra_us_per_turn_durable']:.0f} us CPU),"
+            f" {t['durable_to_store_turn']:.3f}x the default store's turn (target <="
+            f" {t['target_durable_to_store_turn']}) -> {'met' if ok else 'NOT met'},"
+            f" {t['durable_to_store_extra']}x its extra; the old durable=True (fsync on the"
+            f" loop's thread): {t['per_turn_us_old_durable']:.0f} us"
+            f" (+{t['extra_us_per_turn_old_durable']:.0f} us wall,"
+            f" +{t['cpu_extra_us_per_turn_old_durable']:.0f} us CPU)"
+        )
     for b, p in res.get("post_core", {}).items():
         print(
             f"  post, core ({b}): p50 {p['store_p50_us']:.1f} us with the write-ahead,"
             f" {p['no_store_p50_us']:.1f} us without; p99 {p['store_p99_us']:.1f} vs"
             f" {p['no_store_p99_us']:.1f} us; max {p['store_max_us'] / 1e3:.1f} ms"
-            f" ({p['store_posts_over_5ms_per_1000']} posts in 1,000 over 5 ms)"
+            f" ({p['store_posts_over_5ms_per_1000']} posts in 1,000 over 5 ms);"
+            f" durable=True (an fsync each): p50 {p['durable_p50_us']:.0f} us,"
+            f" p99 {p['durable_p99_us']:.0f} us"
         )
     if "post_wire" in res:
         w = res["post_wire"]

@@ -5,11 +5,14 @@
 - core: only its wheel (pip brings anyio and pydantic); the core README's agent, driven
   by a runtime: a message answered through a tool, then a stop in the middle of the tool;
 - react: its wheel and the core's; the react README's quickstart prints ``42 submitted``;
-- acp: its wheel and the core's (pip brings the ACP SDK); ``agent-channel-acp --version``,
-  then the core README's agent served over stdio to the SDK's client;
+- acp: its wheel, the core's and the SQLite store's (pip brings the ACP SDK);
+  ``agent-channel-acp --version``, then the core README's agent served over stdio to the
+  SDK's client;
 - ray: its wheel and the core's (pip brings ray, ~200 MB installed: from uv's cache in CI);
   the ray README's quickstart starts a local cluster, runs its body in an actor and prints
-  ``heard: hello``.
+  ``heard: hello``;
+- sqlite: its wheel and the core's (nothing else); the sqlite README's example, run twice:
+  the second run restores the message the first was sent before it died.
 
 What runs is read out of the READMEs (``examples.py``), so what a reader copies is what
 was run. No venv sees the workspace: each interpreter runs with ``-E -s`` and an
@@ -29,6 +32,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from examples import example
+
+CORE_CLOSURE = {
+    *("anyio", "idna", "sniffio", "typing-extensions", "exceptiongroup"),
+    *("pydantic", "pydantic-core", "annotated-types", "typing-inspection"),
+}
+"""What the core's two dependencies may bring (any supported platform)."""
 
 TIMEOUT = 300
 """Seconds one install or example may take before it counts as hung (a guard, not a goal)."""
@@ -209,10 +218,10 @@ def smoke_react(work: Path, core: Path, react: Path) -> str:
     return f"react: {len(installed)} distributions; the README quickstart printed '42 submitted'"
 
 
-def smoke_acp(work: Path, core: Path, acp: Path, version: str) -> str:
+def smoke_acp(work: Path, core: Path, acp: Path, sqlite: Path, version: str) -> str:
     folder = work / "acp-example"
     folder.mkdir()
-    python = _venv(work, "acp-venv", [acp, core])
+    python = _venv(work, "acp-venv", [acp, core, sqlite])  # --store: the SQLite store's wheel
     installed = _installed(python, folder)
     _check("agent-client-protocol" in installed, "no ACP SDK in the acp venv", installed)
     _check("agent-channel-react" not in installed, "the acp wheel pulled in react", installed)
@@ -242,16 +251,32 @@ def smoke_ray(work: Path, core: Path, ray_wheel: Path) -> str:
     return f"ray: {len(installed)} distributions; the README quickstart printed 'heard: hello'"
 
 
+def smoke_sqlite(work: Path, core: Path, sqlite: Path) -> str:
+    folder = work / "sqlite-example"
+    folder.mkdir()
+    python = _venv(work, "sqlite-venv", [sqlite, core])
+    installed = _installed(python, folder)
+    strays = installed - {"agent-channel-sqlite", "agent-channel-core", *CORE_CLOSURE}
+    _check(not strays, "the sqlite wheel pulled in", strays)
+    (folder / "durable.py").write_text(example("sqlite-durable"))
+    first = _run(python, "-E", "-s", "durable.py", cwd=folder).strip()
+    _check(first == "", "the first run printed", first)
+    out = _run(python, "-E", "-s", "durable.py", cwd=folder).strip().splitlines()
+    _check(out[-1:] == ["restored: ['are you there?']"], "the second run printed", out)
+    return f"sqlite: {len(installed)} distributions; the README example restored its message"
+
+
 def main(dist: Path) -> None:
     def wheel(name: str) -> Path:
         (found,) = dist.glob(f"{name}-*-py3-none-any.whl")
         return found
 
-    core, react, acp, ray_wheel = (
+    core, react, acp, ray_wheel, sqlite = (
         wheel("agent_channel_core"),
         wheel("agent_channel_react"),
         wheel("agent_channel_acp"),
         wheel("agent_channel_ray"),
+        wheel("agent_channel_sqlite"),
     )
     version = acp.name.split("-")[1]
     with tempfile.TemporaryDirectory(prefix="smoke-wheels-") as tmp:
@@ -259,16 +284,17 @@ def main(dist: Path) -> None:
         smokes = (
             lambda: smoke_core(work, core),
             lambda: smoke_react(work, core, react),
-            lambda: smoke_acp(work, core, acp, version),
+            lambda: smoke_acp(work, core, acp, sqlite, version),
             lambda: smoke_ray(work, core, ray_wheel),
+            lambda: smoke_sqlite(work, core, sqlite),
         )
-        # The four are independent and mostly wait on subprocesses: run them side by side.
+        # The five are independent and mostly wait on subprocesses: run them side by side.
         # A failure (SystemExit from _check) is raised again by result(), in order.
         started = time.monotonic()
         with ThreadPoolExecutor(len(smokes)) as pool:
             for future in [pool.submit(smoke) for smoke in smokes]:
                 print(f"ok   {future.result()}")
-        print(f"all four in {time.monotonic() - started:.1f} s")
+        print(f"all {len(smokes)} in {time.monotonic() - started:.1f} s")
 
 
 if __name__ == "__main__":

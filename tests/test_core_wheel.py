@@ -181,3 +181,48 @@ def test_agent_loop_in_the_bare_venv_is_interrupted_and_redirected(
     assert result["items"] == ["UserMessage"]
     assert result["next_turn"] == "go left"
     assert result["drained_again"] == 0
+
+
+NO_SQLITE = r"""
+import json, sys
+import agent_channel, agent_channel.lowlevel, agent_channel.testing
+from agent_channel.testing import MemoryStore, run_store_checks
+
+for name in agent_channel.__all__:  # every public name loaded
+    getattr(agent_channel, name)
+
+
+def location():
+    current = []
+
+    def opener():
+        store = current[-1].reopen() if current else MemoryStore()
+        current.append(store)
+        return store
+
+    return opener
+
+
+failed = {k: v for k, v in run_store_checks(location).items() if v is not None}
+try:
+    agent_channel.open_store
+    moved = "no error"
+except ImportError as e:
+    moved = str(e)
+print(json.dumps({"sqlite3": "sqlite3" in sys.modules, "failed": failed, "moved": moved}))
+"""
+
+
+def test_the_core_wheel_never_loads_sqlite3_and_its_suite_runs_without_pytest(
+    core_venv: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The store is a distribution of its own: the core and its testing subpackage need
+    neither sqlite3 nor a test framework; a moved name says what to install."""
+    _, python = core_venv
+    script = tmp_path / "no_sqlite.py"
+    script.write_text(NO_SQLITE)
+    out = _run(python, "-I", "-W", "ignore::DeprecationWarning", script, cwd=tmp_path).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["sqlite3"] is False
+    assert result["failed"] == {}
+    assert "pip install" in result["moved"] and "store-sqlite" in result["moved"]

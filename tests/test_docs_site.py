@@ -212,6 +212,8 @@ def test_an_api_page_shows_signatures_docstrings_and_members(hooks: ModuleType) 
         ("react", "agent_channel_react"),
         ("acp", "agent_channel_acp"),
         ("ray", "agent_channel_ray"),
+        ("sqlite", "agent_channel_sqlite"),
+        ("testing", "agent_channel.testing"),
     ],
 )
 def test_an_api_page_lists_every_public_name_once(page: str, module: str) -> None:

@@ -296,15 +296,16 @@ def test_the_hints_are_found() -> None:
 
 
 CORE, REACT, ACP = "./packages/channel-core", "./packages/react-consumer", "./packages/acp-producer"
+SQLITE = "./packages/store-sqlite"  # the producer's store
 ONCE = "once published, `pip install 'agent-channel-acp[demo]'`"
 
 
 @pytest.mark.parametrize(
     "paragraph",
     [
-        f"`pip install {CORE} '{ACP}[remote]'`",
-        f"`uv pip install -e {CORE} -e {REACT} '{ACP}[demo,console]'`",
-        f"{ONCE}; today `pip install {CORE} {REACT} '{ACP}[demo]'`",
+        f"`pip install {CORE} {SQLITE} '{ACP}[remote]'`",
+        f"`uv pip install -e {CORE} -e {SQLITE} -e {REACT} '{ACP}[demo,console]'`",
+        f"{ONCE}; today `pip install {CORE} {SQLITE} {REACT} '{ACP}[demo]'`",
     ],
 )
 def test_the_rule_passes(paragraph: str) -> None:
@@ -316,11 +317,15 @@ def test_the_rule_passes(paragraph: str) -> None:
     [
         ("`pip install 'agent-channel-acp[remote]'`", "from an index"),
         ("once published, `uvx --from 'agent-channel-acp[demo]' agent-channel-acp`", "from an"),
-        (f"{ONCE}; today `pip install {CORE} {ACP}`", "from an index"),  # not [demo]
-        (f"`pip install {CORE} {REACT} '{ACP}[demo]'`, `pip install agent-channel-acp`", "from an"),
-        (f"`pip install '{ACP}[remote]'`", "needs agent-channel-core"),
-        (f"`pip install {CORE} '{ACP}[demo]'`", "needs agent-channel-react"),
-        (f"`pip install {CORE} '{ACP}[gui]'`", "no extra gui"),
+        (f"{ONCE}; today `pip install {CORE} {SQLITE} {ACP}`", "from an index"),  # not [demo]
+        (
+            f"`pip install {CORE} {SQLITE} {REACT} '{ACP}[demo]'`, `pip install agent-channel-acp`",
+            "from an",
+        ),
+        (f"`pip install {SQLITE} '{ACP}[remote]'`", "needs agent-channel-core"),
+        (f"`pip install {CORE} {SQLITE} '{ACP}[demo]'`", "needs agent-channel-react"),
+        (f"`pip install {CORE} '{ACP}[remote]'`", "needs agent-channel-sqlite"),
+        (f"`pip install {CORE} {SQLITE} '{ACP}[gui]'`", "no extra gui"),
         (f"`pip install {CORE} ./packages/acp`", "not a workspace package's folder"),
         (f"`pip install {CORE} {FIELD}`", "built at run time"),
     ],

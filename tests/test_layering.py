@@ -18,6 +18,7 @@ SOURCES = {
     "agent_channel_react": ROOT / "packages/react-consumer/src/agent_channel_react",
     "agent_channel_acp": ROOT / "packages/acp-producer/src/agent_channel_acp",
     "agent_channel_ray": ROOT / "packages/ray-runtime/src/agent_channel_ray",
+    "agent_channel_sqlite": ROOT / "packages/store-sqlite/src/agent_channel_sqlite",
 }
 
 
@@ -60,7 +61,13 @@ def test_layering_contracts_are_kept() -> None:
 @pytest.mark.parametrize(
     ("package", "violation", "forbidden", "broken"),
     [
-        ("agent_channel", "import agent_channel_acp", "agent_channel_acp", {"core-standalone"}),
+        # The producer imports the SQLite store: the core now reaches sqlite3 indirectly too.
+        (
+            "agent_channel",
+            "import agent_channel_acp",
+            "agent_channel_acp",
+            {"core-standalone", "core-no-sqlite"},
+        ),
         # anthropic is not installed: an absent forbidden SDK must still be caught.
         ("agent_channel", "import anthropic.types", "anthropic", {"core-standalone"}),
         (
@@ -119,12 +126,29 @@ def test_layering_contracts_are_kept() -> None:
             "agent_channel_react",
             {"consumer-ray-independent"},
         ),
+        # The SQLite store (its own distribution): the core never imports sqlite3 (the
+        # store imports it, so it is in the graph) nor the store; the store, no producer,
+        # consumer or Ray.
+        ("agent_channel", "import sqlite3", "sqlite3", {"core-no-sqlite"}),
+        (
+            "agent_channel",
+            "import agent_channel_sqlite",
+            "agent_channel_sqlite",
+            {"core-standalone", "core-no-sqlite"},
+        ),
+        (
+            "agent_channel_sqlite",
+            "import agent_channel_acp",
+            "agent_channel_acp",
+            {"sqlite-store-standalone"},
+        ),
+        ("agent_channel_sqlite", "import ray", "ray", {"sqlite-store-standalone"}),
     ],
 )
 def test_a_violation_breaks_its_contract(
     tmp_path: Path, package: str, violation: str, forbidden: str, broken: set[str]
 ) -> None:
-    # Copy the three source trees outside the repo and add one violating module there;
+    # Copy the source trees outside the repo and add one violating module there;
     # PYTHONPATH puts the copies ahead of the editable installs.
     for name, src in SOURCES.items():
         shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))

@@ -3,10 +3,9 @@ inert: ``durable`` is false, ``restored`` is ``None`` and ``checkpoint`` does no
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from agent_channel import agent_channel, open_channel, open_store
+from agent_channel import agent_channel, open_channel
+from agent_channel.testing import MemoryStore
 
 pytestmark = pytest.mark.anyio
 
@@ -18,14 +17,11 @@ def test_the_inert_channel_has_no_journal() -> None:
     ch.checkpoint({"turns": 1})  # before: AttributeError (the inert channel had no _journal)
 
 
-async def test_durable_says_whether_a_journal_is_written(tmp_path: Path) -> None:
+async def test_durable_says_whether_a_journal_is_written() -> None:
     async with open_channel() as ch:
         assert ch.durable is False
         ch.checkpoint({"turns": 1})
-    store = open_store(tmp_path / "s.db")
-    try:
-        async with open_channel(journal=store.journal("e1")) as ch:
-            assert ch.durable is True
-            assert ch.restored is None
-    finally:
-        store.close()
+    store = MemoryStore()
+    async with open_channel(journal=store.journal("e1")) as ch:
+        assert ch.durable is True
+        assert ch.restored is None

@@ -15,9 +15,9 @@ from agent_channel import (
     ChatMessageTool,
     ChatMessageUser,
     open_channel,
-    open_store,
 )
 from agent_channel_react import Agent, AgentState
+from agent_channel_sqlite import open_store
 
 from .helpers import Recorder
 

@@ -23,10 +23,10 @@ from agent_channel import (
     ChatMessageAssistant,
     UserMessage,
     open_channel,
-    open_store,
 )
 from agent_channel_react import AgentState
 from agent_channel_react.demo import demo_agent
+from agent_channel_sqlite import open_store
 
 EID = "exec-1"  # tests/durable.py's
 

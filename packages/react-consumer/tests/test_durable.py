@@ -18,7 +18,6 @@ from agent_channel import (
     ChatMessageUser,
     UserMessage,
     open_channel,
-    open_store,
 )
 from agent_channel_react import (
     AgentState,
@@ -31,6 +30,7 @@ from agent_channel_react import (
     tool_call,
 )
 from agent_channel_react._execute import INTERRUPTED
+from agent_channel_sqlite import open_store
 
 from .durable import EID, run_durable, stored, well_formed
 from .helpers import Blocker, Recorder, add

@@ -24,10 +24,10 @@ from agent_channel import (
     ChatMessageAssistant,
     ChatMessageUser,
     UserMessage,
-    open_store,
 )
 from agent_channel_react import Agent, AgentState, ScriptedModel, Tool, react
 from agent_channel_react.demo import TOOL_SECONDS_ENV, TOOLS, demo_script, task_demo
+from agent_channel_sqlite import open_store
 
 from .durable import EID, run_durable, stored, well_formed
 from .durable import numbers as numbered

@@ -121,6 +121,7 @@ def test_the_demo_without_its_extra_is_one_line_saying_what_to_install(
 ) -> None:
     line = one_line_error(cli(*command, PYTHONPATH=without_demo_extra(tmp_path)))
     assert (
-        "; install the demo: pip install ./packages/channel-core ./packages/react-consumer "
+        "; install the demo: pip install ./packages/channel-core ./packages/store-sqlite "
+        "./packages/react-consumer "
         "'./packages/acp-producer[demo]' (from the root of a clone" in line
     )

@@ -7,11 +7,10 @@ commands against the pyprojects; on the first upload they become the distributio
 (docs/release.md).
 """
 
-CONSOLE = "pip install ./packages/channel-core './packages/acp-producer[console]'"
-DEMO = (
-    "pip install ./packages/channel-core ./packages/react-consumer './packages/acp-producer[demo]'"
-)
-REMOTE = "pip install ./packages/channel-core './packages/acp-producer[remote]'"
+_ACP = "pip install ./packages/channel-core ./packages/store-sqlite"  # what the producer needs
+CONSOLE = f"{_ACP} './packages/acp-producer[console]'"
+DEMO = f"{_ACP} ./packages/react-consumer './packages/acp-producer[demo]'"
+REMOTE = f"{_ACP} './packages/acp-producer[remote]'"
 RAY = "pip install ./packages/channel-core ./packages/ray-runtime"
 
 

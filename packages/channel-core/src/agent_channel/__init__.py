@@ -96,9 +96,6 @@ if TYPE_CHECKING:
     from ._regions import NullRegion as NullRegion
     from ._regions import Region as Region
     from ._snapshot import ExecutionSnapshot as ExecutionSnapshot
-    from ._sqlite import SqliteStore as SqliteStore
-    from ._sqlite import default_store_path as default_store_path
-    from ._sqlite import open_store as open_store
     from ._store import ExecutionStatus as ExecutionStatus
     from ._store import Journal as Journal
     from ._store import Restored as Restored
@@ -195,9 +192,6 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "NullRegion": "_regions",
         "Region": "_regions",
         "ExecutionSnapshot": "_snapshot",
-        "SqliteStore": "_sqlite",
-        "default_store_path": "_sqlite",
-        "open_store": "_sqlite",
         "ExecutionStatus": "_store",
         "Journal": "_store",
         "Restored": "_store",
@@ -224,6 +218,8 @@ else:  # hidden from type checkers, so a misspelt name is still an error
     def __getattr__(name: str) -> object:
         module = _HOME.get(name)
         if module is None:
+            if name in _DEPRECATED:
+                return _moved(name)
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         loaded = importlib.import_module(f"{__name__}.{module}")
         here = globals()
@@ -239,6 +235,41 @@ else:  # hidden from type checkers, so a misspelt name is still an error
                     value.__module__ = __name__
                 here[public] = value  # later lookups find it directly
         return here[name]
+
+    # Names that moved to another distribution: they still work, for one minor version
+    # (until 0.3), with a DeprecationWarning naming the new import; never in __all__. The
+    # distribution is imported by name, so the core holds no import of it.
+    _DEPRECATED = {
+        "SqliteStore": "agent_channel_sqlite",
+        "default_store_path": "agent_channel_sqlite",
+        "open_store": "agent_channel_sqlite",
+    }
+    _INSTALL = {  # spelled out: tests/test_install_hints.py checks each command
+        "agent_channel_sqlite": "agent-channel-sqlite: `pip install ./packages/channel-core"
+        " ./packages/store-sqlite` at the root of a clone (once published, `pip install"
+        " agent-channel-sqlite`)",
+    }
+
+    def _moved(name: str) -> object:
+        import warnings
+
+        home = _DEPRECATED[name]
+        warnings.warn(
+            f"agent_channel.{name} moved to its own distribution: use `from {home} import"
+            f" {name}` (the old name goes in agent-channel-core 0.3)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        try:
+            loaded = importlib.import_module(home)
+        except ImportError as e:
+            if e.name != home:  # installed, and broken: its own error says more
+                raise
+            raise ImportError(
+                f"agent_channel.{name} moved to {_INSTALL[home]}; then `from {home} import {name}`",
+                name=home,
+            ) from e
+        return getattr(loaded, name)
 
     def __dir__() -> list[str]:
         return sorted({*globals(), *__all__})

@@ -4,8 +4,10 @@ Two small interfaces: a :class:`Store` keeps many executions; each execution wri
 through its own :class:`Journal`. The channel calls the journal (write-ahead of what
 producers post, the boundary's commit, the end); the consumer decides when a boundary
 is (:meth:`AgentChannel.checkpoint`); the producer owns each execution's ``meta`` (how to
-start it again, what to show). :class:`~agent_channel.SqliteStore` is the one shipped;
-another database implements these two protocols and nothing else (``docs/durability.md``).
+start it again, what to show). The SQLite store is a distribution of its own
+(``agent-channel-sqlite``); :class:`agent_channel.testing.MemoryStore` is the reference
+implementation, and :mod:`agent_channel.testing` has the conformance suite another database
+runs to show it implements these two protocols (``docs/durability.md``).
 """
 
 from __future__ import annotations
@@ -118,8 +120,8 @@ class Journal(Protocol):
         index ``start`` (``start`` 0 rewrites it), the drained items ``taken`` (by id),
         the consumer's ``state`` (``None`` keeps the stored one), and named ``sections``:
         each a JSON text kept as it is and handed back in :attr:`Restored.sections` (what
-        is built on the channel writes its own, e.g. ``"children"``); a section not given
-        keeps its stored text."""
+        is built on the channel writes its own, e.g. ``agent_channel.children``); a section
+        not given keeps its stored text."""
         ...
 
     def finish(self, status: ExecutionStatus, stop_reason: str | None, error: str | None) -> None:

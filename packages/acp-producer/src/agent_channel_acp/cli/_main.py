@@ -189,7 +189,8 @@ def _main(argv: Sequence[str] | None) -> None:
 
     store = None
     if args.store:
-        from agent_channel import StoreError, open_store
+        from agent_channel import StoreError
+        from agent_channel_sqlite import open_store
 
         try:
             store = open_store(None if args.store is True else args.store)

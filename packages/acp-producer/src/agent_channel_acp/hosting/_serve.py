@@ -28,7 +28,8 @@ from ..wire._discovery import Publication, Record, RuntimeDirError, runtime_dir,
 from ._listen import Listener, ListenError, listen_tcp, listen_unix
 
 if TYPE_CHECKING:
-    from agent_channel import Journal, SqliteStore
+    from agent_channel import Journal
+    from agent_channel_sqlite import SqliteStore
 
     from ..wire._frames import Recorded
     from ._asgi import WsEndpoint, WsOptions
@@ -388,7 +389,8 @@ class Run:
 def _open_store(store: str | bool | None) -> SqliteStore | None:
     if store is None or store is False:
         return None
-    from agent_channel import StoreError, open_store
+    from agent_channel import StoreError
+    from agent_channel_sqlite import open_store
 
     try:
         return open_store(None if store is True else store)

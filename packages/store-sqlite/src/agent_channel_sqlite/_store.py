@@ -1,9 +1,10 @@
 """The embedded store: one SQLite file (standard library), WAL, one writer process.
 
-Durability as stated in ``docs/durability.md``: every write is its own committed
-transaction before the call returns, so a process crash (SIGKILL included) loses
-nothing written; with ``synchronous=NORMAL`` in WAL mode a power failure may lose the
-last transactions (the file stays consistent). ``durable=True`` fsyncs every commit.
+Durability as stated in ``docs/sqlite.md``: every write is its own committed transaction
+(``synchronous=NORMAL``) before the call returns, so a process crash (SIGKILL included)
+loses nothing written; a power failure may lose the last transactions (the file stays
+consistent). ``durable=True`` adds a :class:`~._sync.Syncer`: a post returns only once the
+log is fsynced past it, a checkpoint is fsynced within ``SYNC_INTERVAL`` without waiting.
 """
 
 from __future__ import annotations
@@ -19,15 +20,19 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from . import _codec as codec
-from ._store import ExecutionStatus, JsonObject, Restored, StoredExecution, StoreError
+from agent_channel import ExecutionStatus, Restored, StoredExecution, StoreError
+from agent_channel.lowlevel import decode_items, decode_messages
+
+from ._sync import Syncer
 from ._wal import Checkpointer
 
 if TYPE_CHECKING:
-    from ._items import ChannelItem
-    from ._messages import ChatMessage
+    from agent_channel import ChannelItem, ChatMessage
 
-SCHEMA = 1
+JsonObject = Mapping[str, object]
+"""Plain JSON data (``meta``, a consumer's state), as the core's ``Store`` protocol takes it."""
+
+SCHEMA = 2
 """The schema this version writes; ``PRAGMA user_version`` holds a file's."""
 
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -43,12 +48,24 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX items_by_execution ON items (execution, id)",
         "CREATE INDEX executions_by_status ON executions (status, updated)",
     ),
+    # Named sections (Journal.commit(sections=...)), one row each; the children column's
+    # text becomes the "agent_channel.children" section. The column stays, NULL: DROP COLUMN needs
+    # SQLite 3.35, older than some a Python 3.11 links.
+    2: (
+        "CREATE TABLE sections (execution TEXT NOT NULL, name TEXT NOT NULL, body TEXT NOT NULL,"
+        " PRIMARY KEY (execution, name)) WITHOUT ROWID",
+        "INSERT INTO sections (execution, name, body)"
+        " SELECT id, 'agent_channel.children', children FROM executions WHERE children IS NOT NULL",
+        "UPDATE executions SET children = NULL",
+    ),
 }
 
 KEEP_FINISHED = 200
 """Finished (ended or closed) executions kept; the oldest beyond it are pruned."""
 KEEP_SECONDS = 30 * 24 * 3600.0
 """Finished executions older than this (30 days since their last write) are pruned."""
+
+_ROW = "SELECT id, status, meta, created, updated, restored, messages, stop_reason, error"
 
 
 def default_store_path() -> Path:
@@ -75,7 +92,12 @@ def _lock(path: Path) -> int | None:
 
 
 class SqliteStore:
-    """A :class:`~agent_channel.Store` in one SQLite file; see :func:`open_store`."""
+    """A :class:`~agent_channel.Store` in one SQLite file; see :func:`open_store`.
+
+    ``durable=True``: a post returns once the log is fsynced past it (a power cut loses no
+    acknowledged post), a checkpoint within :data:`SYNC_INTERVAL` without waiting for the
+    disk. ``keep`` and ``keep_seconds``: the pruning policy of finished executions.
+    """
 
     def __init__(
         self,
@@ -86,6 +108,7 @@ class SqliteStore:
         keep_seconds: float = KEEP_SECONDS,
     ) -> None:
         self.path = Path(path)
+        self.durable = durable
         self.keep = keep
         self.keep_seconds = keep_seconds
         self._mutex = threading.Lock()
@@ -97,15 +120,18 @@ class SqliteStore:
             raise StoreError(f"store {self.path} is a directory, not a store file")
         self._lock_fd = _lock(self.path)
         try:
-            self._db = self._connect(durable)
+            self._db = self._connect()
         except BaseException:
             self._unlock()
             raise
         self._wal = Checkpointer(self.path)  # writes never checkpoint on the caller's thread
         weakref.finalize(self, self._wal.halt)
+        self._syncer = Syncer(self.path) if durable else None
+        if self._syncer is not None:
+            weakref.finalize(self, self._syncer.halt)
         self.prune()
 
-    def _connect(self, durable: bool) -> sqlite3.Connection:
+    def _connect(self) -> sqlite3.Connection:
         path = self.path
         try:
             db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -127,7 +153,8 @@ class SqliteStore:
                     f"store {path} is damaged ({check}): move it aside, or pass another --store"
                 )
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            # durable=True too: its fsyncs are the Syncer's, off the writers' threads.
+            db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA wal_autocheckpoint=0")
             db.execute("PRAGMA foreign_keys=OFF")
             for v in range(version + 1, SCHEMA + 1):  # the migration path, from the first on
@@ -153,53 +180,43 @@ class SqliteStore:
         self, execution_id: str, meta: JsonObject | None = None, *, wait: bool = False
     ) -> SqliteJournal:
         now = time.time()
-        with self._mutex:
-            row = self._db.execute(
-                "SELECT status, state, children FROM executions WHERE id = ?", (execution_id,)
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT status, state FROM executions WHERE id = ?", (execution_id,)
             ).fetchone()
             if row is None:
-                self._db.execute(
+                db.execute(
                     "INSERT INTO executions (id, status, meta, created, updated)"
                     " VALUES (?, 'running', ?, ?, ?)",
                     (execution_id, json.dumps(meta or {}), now, now),
                 )
                 return SqliteJournal(self, execution_id, None)
-            status, state, children = cast(tuple[str, str | None, str | None], row)
+            status, state = cast(tuple[str, str | None], row)
             if status != "running":
                 raise StoreError(f"execution {execution_id} is {status}: it cannot go on")
-            restored = self._restore(execution_id, state, children, wait)
+            restored = self._restore(execution_id, state, wait)
             if meta is not None:
-                self._db.execute(
+                db.execute(
                     "UPDATE executions SET meta = ?, restored = ? WHERE id = ?",
                     (json.dumps(meta), now, execution_id),
                 )
             else:
-                self._db.execute(
-                    "UPDATE executions SET restored = ? WHERE id = ?", (now, execution_id)
-                )
+                db.execute("UPDATE executions SET restored = ? WHERE id = ?", (now, execution_id))
         return SqliteJournal(self, execution_id, restored)
 
     def executions(self, status: ExecutionStatus | None = None) -> list[StoredExecution]:
-        query = (
-            "SELECT id, status, meta, created, updated, restored, messages, stop_reason, error"
-            " FROM executions"
-        )
         with self._mutex:
             if status is None:
-                rows = self._db.execute(query + " ORDER BY updated DESC").fetchall()
+                rows = self._db.execute(f"{_ROW} FROM executions ORDER BY updated DESC").fetchall()
             else:
                 rows = self._db.execute(
-                    query + " WHERE status = ? ORDER BY updated DESC", (status,)
+                    f"{_ROW} FROM executions WHERE status = ? ORDER BY updated DESC", (status,)
                 ).fetchall()
         return [_row(r) for r in rows]
 
     def get(self, execution_id: str) -> StoredExecution | None:
         with self._mutex:
-            r = self._db.execute(
-                "SELECT id, status, meta, created, updated, restored, messages, stop_reason, error"
-                " FROM executions WHERE id = ?",
-                (execution_id,),
-            ).fetchone()
+            r = self._db.execute(f"{_ROW} FROM executions WHERE id = ?", (execution_id,)).fetchone()
         return None if r is None else _row(r)
 
     def messages(self, execution_id: str) -> tuple[ChatMessage, ...]:
@@ -210,6 +227,8 @@ class SqliteStore:
         self._finish(execution_id, "closed", None, None)
 
     def close(self) -> None:
+        if self._syncer is not None:
+            self._syncer.stop()  # its last fsync covers every write
         self._wal.stop()
         with self._mutex:
             self._db.close()
@@ -241,6 +260,7 @@ class SqliteStore:
                 ("executions", "id"),
                 ("messages", "execution"),
                 ("items", "execution"),
+                ("sections", "execution"),
             ):
                 db.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(i,) for i in set(ids)])
         return len(set(ids))
@@ -256,26 +276,40 @@ class SqliteStore:
             try:
                 yield db
                 db.execute("COMMIT")
-                self._wal.wrote()
+                self._wrote()
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     db.execute("ROLLBACK")
                 raise
 
-    def _restore(
-        self, execution_id: str, state: str | None, children: str | None, wait: bool
-    ) -> Restored:
+    def _write(self, sql: str, params: tuple[object, ...]) -> int:
+        """One autocommitted statement; its write's number (for the syncer), else 0."""
+        with self._mutex:
+            self._db.execute(sql, params)
+            return self._wrote()
+
+    def _wrote(self) -> int:
+        """Under the mutex, after a commit: count it for the WAL thread and the syncer."""
+        self._wal.wrote()
+        syncer = self._syncer
+        return 0 if syncer is None else syncer.wrote()
+
+    def _restore(self, execution_id: str, state: str | None, wait: bool) -> Restored:
+        db = self._db
         bodies = [
             r[0]
-            for r in self._db.execute(
+            for r in db.execute(
                 "SELECT body FROM items WHERE execution = ? ORDER BY seq", (execution_id,)
             )
         ]
+        sections = dict(
+            db.execute("SELECT name, body FROM sections WHERE execution = ?", (execution_id,))
+        )
         return Restored(
             messages=self._messages(execution_id),
             state=json.loads(state) if state else None,
-            pending=tuple(codec.items(bodies)),
-            sections={} if children is None else {"agent_channel.children": children},
+            pending=tuple(decode_items(bodies)),
+            sections=sections,
             wait=wait,
         )
 
@@ -286,7 +320,7 @@ class SqliteStore:
                 "SELECT body FROM messages WHERE execution = ? ORDER BY seq", (execution_id,)
             )
         ]
-        return tuple(codec.messages(bodies))
+        return tuple(decode_messages(bodies))
 
     def _finish(
         self, execution_id: str, status: ExecutionStatus, stop_reason: str | None, error: str | None
@@ -345,10 +379,16 @@ class SqliteJournal:
         return self._restored
 
     def posted(self, item: ChannelItem) -> None:
-        self._write(
+        """Written, and with ``durable=True`` fsynced, before it returns (on this thread)."""
+        mark = self._write(
             "INSERT INTO items (execution, id, body) VALUES (?, ?, ?)",
             (self._id, item.id, item.model_dump_json()),
         )
+        syncer = self._store._syncer  # pyright: ignore[reportPrivateUsage]
+        if mark and syncer is not None:
+            failure = syncer.wait(mark)
+            if failure is not None:
+                self._failed(failure)
 
     def withdrawn(self, item_id: str) -> None:
         self._write("DELETE FROM items WHERE execution = ? AND id = ?", (self._id, item_id))
@@ -362,11 +402,12 @@ class SqliteJournal:
         start: int,
         sections: Mapping[str, str] | None = None,
     ) -> None:
-        if self._failure is not None:
+        """One transaction; with ``durable=True`` it does not wait for the disk (fsynced
+        within :data:`SYNC_INTERVAL`, or by the next post's wait, whichever comes first)."""
+        if self._failure is not None or self._sync_failed():
             return
         eid = self._id
         rows = [(eid, start + i, m.model_dump_json()) for i, m in enumerate(messages)]
-        kids = None if sections is None else sections.get("agent_channel.children")
         try:
             with self._store._transaction() as db:  # pyright: ignore[reportPrivateUsage]
                 if start == 0:
@@ -377,44 +418,54 @@ class SqliteJournal:
                 db.executemany(
                     "DELETE FROM items WHERE execution = ? AND id = ?", [(eid, i) for i in taken]
                 )
+                if sections:
+                    db.executemany(
+                        "INSERT OR REPLACE INTO sections (execution, name, body) VALUES (?, ?, ?)",
+                        [(eid, name, body) for name, body in sections.items()],
+                    )
                 db.execute(
-                    "UPDATE executions SET state = COALESCE(?, state),"
-                    " children = COALESCE(?, children), messages = ?, updated = ? WHERE id = ?",
+                    "UPDATE executions SET state = COALESCE(?, state), messages = ?, updated = ?"
+                    " WHERE id = ?",
                     (
                         state if state is None else json.dumps(state),
-                        kids,
                         start + len(rows),
                         time.time(),
                         eid,
                     ),
                 )
         except sqlite3.Error as e:
-            self._failed(e)
+            self._failed(f"{e}")
 
     def finish(self, status: ExecutionStatus, stop_reason: str | None, error: str | None) -> None:
-        if self._failure is not None:
+        if self._failure is not None or self._sync_failed():
             return
         try:
             self._store._finish(self._id, status, stop_reason, error)  # pyright: ignore[reportPrivateUsage]
         except sqlite3.Error as e:
-            self._failed(e)
+            self._failed(f"{e}")
             return
         self._store.prune()
 
-    def _write(self, sql: str, params: tuple[object, ...]) -> None:
-        if self._failure is not None:
-            return
+    def _write(self, sql: str, params: tuple[object, ...]) -> int:
+        if self._failure is not None or self._sync_failed():
+            return 0
         try:
-            store = self._store
-            with store._mutex:  # pyright: ignore[reportPrivateUsage]
-                store._db.execute(sql, params)  # pyright: ignore[reportPrivateUsage]
-                store._wal.wrote()  # pyright: ignore[reportPrivateUsage]
+            return self._store._write(sql, params)  # pyright: ignore[reportPrivateUsage]
         except sqlite3.Error as e:
-            self._failed(e)
+            self._failed(f"{e}")
+            return 0
 
-    def _failed(self, error: sqlite3.Error) -> None:
+    def _sync_failed(self) -> bool:
+        """With ``durable=True``: whether the log can no longer be synced (then we stop)."""
+        syncer = self._store._syncer  # pyright: ignore[reportPrivateUsage]
+        if syncer is None or syncer.failure is None:
+            return False
+        self._failed(syncer.failure)
+        return True
+
+    def _failed(self, reason: str) -> None:
         self._failure = (
-            f"the store {self._store.path} failed ({error}); this execution goes on in memory "
+            f"the store {self._store.path} failed ({reason}); this execution goes on in memory "
             "and will not survive a restart"
         )
         import logging
@@ -431,7 +482,8 @@ class SqliteJournal:
 def open_store(path: str | os.PathLike[str] | None = None, *, durable: bool = False) -> SqliteStore:
     """Open (or create) the store at ``path`` (default :func:`default_store_path`).
 
-    Raises :class:`StoreError` with one line for a store that is damaged, from a newer
-    schema, not a store, or in use by another live process; nothing is written to it then.
+    Raises :class:`~agent_channel.StoreError` with one line for a store that is damaged,
+    from a newer schema, not a store, or in use by another live process; nothing is
+    written to it then.
     """
     return SqliteStore(default_store_path() if path is None else path, durable=durable)

@@ -20,16 +20,14 @@ from agent_channel import (
     ChatMessageSystem,
     ChatMessageUser,
     Conversation,
-    SqliteStore,
     StoreError,
     StoreFailed,
     UserMessage,
-    default_store_path,
     fold,
     open_channel,
-    open_store,
     open_supervisor,
 )
+from agent_channel_sqlite import SqliteStore, default_store_path, open_store
 
 PROGRAM = Path(__file__).with_name("store_program.py")
 
@@ -56,7 +54,7 @@ def test_d1_a_store_is_one_sqlite_file_in_wal_mode(tmp_path: Path) -> None:
         assert path.is_file()
         with _raw(path) as db:
             assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-            assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+            assert db.execute("PRAGMA user_version").fetchone()[0] == 2
     finally:
         store.close()
 
@@ -342,7 +340,7 @@ def test_d8_a_store_from_a_newer_schema_is_refused(tmp_path: Path) -> None:
         db.execute("PRAGMA user_version = 7")
     before = _digest(path)
     with pytest.raises(
-        StoreError, match=r"newer agent-channel \(schema 7; this one reads up to 1\)"
+        StoreError, match=r"newer agent-channel \(schema 7; this one reads up to 2\)"
     ):
         open_store(path)
     assert _digest(path) == before
@@ -368,7 +366,7 @@ def test_d8_a_store_in_use_by_another_live_process_is_refused(tmp_path: Path) ->
         [
             sys.executable,
             "-c",
-            "import sys; from agent_channel import open_store; s = open_store(sys.argv[1]);"
+            "import sys; from agent_channel_sqlite import open_store; s = open_store(sys.argv[1]);"
             " print('held', flush=True); sys.stdin.read()",
             str(path),
         ],
@@ -391,9 +389,9 @@ def test_d8_a_schema_zero_file_is_migrated_from_the_first_version_on(tmp_path: P
     store = open_store(path)
     store.close()
     with _raw(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"executions", "messages", "items"} <= names
+    assert {"executions", "messages", "items", "sections"} <= names
 
 
 def test_d2_posts_from_many_threads_are_written_in_queue_order(tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ import time
 
 import anyio
 import anyio.to_thread
-from agent_channel import ChannelClosed, Conversation, UserMessage, fold, open_channel, open_store
+from agent_channel import ChannelClosed, Conversation, UserMessage, fold, open_channel
+from agent_channel_sqlite import open_store
 
 
 def main(path: str, backend: str, first: int) -> None:
