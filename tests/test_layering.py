@@ -66,7 +66,7 @@ def test_layering_contracts_are_kept() -> None:
             "agent_channel",
             "import agent_channel_acp",
             "agent_channel_acp",
-            {"core-standalone", "core-no-sqlite"},
+            {"core-standalone"},
         ),
         # anthropic is not installed: an absent forbidden SDK must still be caught.
         ("agent_channel", "import anthropic.types", "anthropic", {"core-standalone"}),
