@@ -124,7 +124,9 @@ def test_d2_durable_a_post_waits_for_an_fsync_of_the_log_and_a_commit_does_not(
     returned = threading.Event()
 
     def post() -> None:
-        journal.posted(UserMessage("must survive a power cut"))
+        settle = journal.posted(UserMessage("must survive a power cut"))
+        assert settle is not None  # durable: the channel calls it with its lock free
+        settle()
         returned.set()
 
     with syncer.hold():  # no fsync can start
@@ -165,7 +167,9 @@ def test_d7_durable_a_failed_fsync_stops_writing_and_is_told_once(
         raise OSError(5, "Input/output error")
 
     syncer.fsync = broken
-    journal.posted(UserMessage("not durable"))  # returns: the agent goes on in memory
+    settle = journal.posted(UserMessage("not durable"))
+    assert settle is not None
+    settle()  # returns: the agent goes on in memory
     journal.commit((), (), {"turns": 1}, start=0)
     journal.posted(UserMessage("after"))
     assert len(told) == 1 and "Input/output error" in told[0]
@@ -196,3 +200,38 @@ def test_durable_the_syncer_thread_ends_at_close_after_a_last_fsync(tmp_path: Pa
     assert syncer.synced(syncer.written, 0)
     if syncs is not None:
         assert syncs
+
+
+@pytest.mark.anyio
+async def test_d2_durable_a_post_waiting_for_its_fsync_holds_no_lock_of_the_channel(
+    durable_store: tuple[SqliteStore, Syncer],
+) -> None:
+    """The post from another thread waits for the disk with the channel free: the loop
+    drains meanwhile, and another producer's calls go on (written in queue order still)."""
+    from agent_channel import open_channel
+
+    store, syncer = durable_store
+    returned = threading.Event()
+    other = threading.Event()
+    async with open_channel(journal=store.journal("e1")) as ch:
+        ref = ch.ref()
+        item = UserMessage("durable before its acknowledgement")
+
+        def post() -> None:
+            ref.post(item)
+            returned.set()
+
+        def another_producer() -> None:
+            ref.withdraw("no such item")  # takes the channel's lock
+            other.set()
+
+        with syncer.hold():  # no fsync can start
+            poster = threading.Thread(target=post)
+            poster.start()
+            assert syncer.waiting(1, WAIT)  # the post waits for an fsync...
+            threading.Thread(target=another_producer).start()
+            assert other.wait(WAIT)  # ...and holds no lock meanwhile
+            assert ch.drain() == [item]  # queued at its write: the consumer may take it
+            assert not returned.is_set()  # but the post is not acknowledged before the fsync
+        assert returned.wait(WAIT)
+        poster.join(WAIT)

@@ -273,12 +273,15 @@ class AgentChannel(ChannelCore):
     def _post_reserved(self, item: ChannelItem) -> None:
         """:meth:`post` past ``max_queued``, for items bounded elsewhere that must not be
         lost (``lowlevel.post_reserved``)."""
+        settle = None
         with self._lock:
             if self._closed:
                 raise ChannelClosed(f"execution finished; {item.type} {item.id} not delivered")
             if self._journal is not None:
-                self._journal.posted(item)
+                settle = self._journal.posted(item)
             self._queue.append(item)
+        if settle is not None:
+            settle()
         waiter = self._waiter
         if waiter is not None:
             self._call_on_loop(waiter.set)

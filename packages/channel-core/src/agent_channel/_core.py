@@ -108,6 +108,7 @@ class ChannelCore:
         """
         if not isa(ChannelItem, item):
             raise TypeError(f"post() takes a ChannelItem such as UserMessage, not {kind_of(item)}")
+        settle = None
         lock = self._lock
         lock.acquire()  # not `with`: measurably slower on this path
         try:
@@ -123,10 +124,12 @@ class ChannelCore:
                     f"{item.type} {item.id} not queued"
                 )
             elif self._journal is not None:  # written before it is queued (write-ahead)
-                self._journal.posted(item)
+                settle = self._journal.posted(item)
             self._queue.append(item)
         finally:
             lock.release()
+        if settle is not None:  # durable before it returns, with the channel free meanwhile
+            settle()
         waiter = self._waiter
         if waiter is not None:
             self._call_on_loop(waiter.set)

@@ -99,8 +99,13 @@ class Journal(Protocol):
         """What the execution had, when it was opened again; ``None`` for a new one."""
         ...
 
-    def posted(self, item: ChannelItem) -> None:
-        """``item`` is queued: written before ``post`` returns (write-ahead)."""
+    def posted(self, item: ChannelItem) -> Callable[[], object] | None:
+        """``item`` is queued: written before ``post`` returns (write-ahead).
+
+        Called under the channel's lock, so writes keep the queue's order. A store that
+        makes a write durable later (an fsync shared by many writes) returns the wait for
+        it: the channel calls it once it has released its lock, before ``post`` returns,
+        so no one else waits for this post's disk."""
         ...
 
     def withdrawn(self, item_id: str) -> None:

@@ -17,6 +17,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Generator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -378,17 +379,22 @@ class SqliteJournal:
     def restored(self) -> Restored | None:
         return self._restored
 
-    def posted(self, item: ChannelItem) -> None:
-        """Written, and with ``durable=True`` fsynced, before it returns (on this thread)."""
+    def posted(self, item: ChannelItem) -> Callable[[], None] | None:
+        """Written before it returns; with ``durable=True``, the wait for the fsync that
+        covers it is returned, for the channel to call once its lock is free."""
         mark = self._write(
             "INSERT INTO items (execution, id, body) VALUES (?, ?, ?)",
             (self._id, item.id, item.model_dump_json()),
         )
+        if mark and self._store._syncer is not None:  # pyright: ignore[reportPrivateUsage]
+            return partial(self._settle, mark)
+        return None
+
+    def _settle(self, mark: int) -> None:
         syncer = self._store._syncer  # pyright: ignore[reportPrivateUsage]
-        if mark and syncer is not None:
-            failure = syncer.wait(mark)
-            if failure is not None:
-                self._failed(failure)
+        failure = None if syncer is None else syncer.wait(mark)
+        if failure is not None:
+            self._failed(failure)
 
     def withdrawn(self, item_id: str) -> None:
         self._write("DELETE FROM items WHERE execution = ? AND id = ?", (self._id, item_id))

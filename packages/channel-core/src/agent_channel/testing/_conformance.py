@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import contextmanager
 
-from .._items import UserMessage
+from .._items import ChannelItem, UserMessage
 from .._messages import ChatMessage, ChatMessageAssistant, ChatMessageUser
 from .._store import Journal, Restored, Store, StoreError
 
@@ -30,6 +30,13 @@ StoreCheck = Callable[[StoreOpener], None]
 
 class ConformanceError(AssertionError):
     """A store broke a promise of the protocols; the message says which and how."""
+
+
+def _post(journal: Journal, item: ChannelItem) -> None:
+    """What a channel does: the write, then the wait it returns (a durable store's)."""
+    settle = journal.posted(item)
+    if settle is not None:
+        settle()
 
 
 def _expect(ok: bool, what: str, *seen: object) -> None:
@@ -107,8 +114,8 @@ def check_a_running_execution_is_restored_after_reopening(opener: StoreOpener) -
     sections = {"children": "[]", "notes": '{ "kept" : "as written" }'}
     with _opened(opener) as store:
         journal = store.journal("e1", {"title": "one"})
-        journal.posted(first)
-        journal.posted(second)
+        _post(journal, first)
+        _post(journal, second)
         journal.commit(conversation, (), {"turns": 1}, start=0, sections=sections)
     with _opened(opener) as store:
         restored = store.journal("e1").restored()
@@ -163,8 +170,8 @@ def check_a_withdrawn_item_is_not_restored(opener: StoreOpener) -> None:
     kept, withdrawn = UserMessage("kept"), UserMessage("withdrawn")
     with _opened(opener) as store:
         journal = store.journal("e1")
-        journal.posted(kept)
-        journal.posted(withdrawn)
+        _post(journal, kept)
+        _post(journal, withdrawn)
         journal.withdrawn(withdrawn.id)
     ids = [i.id for i in _restored_again(opener).pending]
     _expect(ids == [kept.id], "a withdrawn item is no longer pending", ids)
@@ -174,8 +181,8 @@ def check_taken_items_are_no_longer_pending(opener: StoreOpener) -> None:
     taken, left = UserMessage("taken"), UserMessage("left")
     with _opened(opener) as store:
         journal = store.journal("e1")
-        journal.posted(taken)
-        journal.posted(left)
+        _post(journal, taken)
+        _post(journal, left)
         journal.commit(_conversation(1), (taken.id,), None, start=0)
     ids = [i.id for i in _restored_again(opener).pending]
     _expect(ids == [left.id], "commit(taken=...) removes those items from pending", ids)
@@ -257,7 +264,7 @@ def check_sections_not_given_keep_their_text(opener: StoreOpener) -> None:
 def check_a_finished_execution_is_never_restored(opener: StoreOpener) -> None:
     with _opened(opener) as store:
         journal = store.journal("e1")
-        journal.posted(UserMessage("never read"))
+        _post(journal, UserMessage("never read"))
         journal.finish("ended", "end_turn", None)
         store.journal("e2").finish("ended", "error", "it broke")
         row = store.get("e1")
