@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ._core import MAX_QUEUED, ChannelCore, isa, kind_of
 from ._errors import ChannelClosed
 from ._items import Cancel, ChannelItem
+from ._ref import AgentRef
 from ._regions import NullRegion, Region
 from ._snapshot import ExecutionSnapshot
 from ._vars import APPROVALS, SECTIONS
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from ._abc import Approver, Subscriber
     from ._loop import LoopHandle
     from ._messages import ChatMessage
-    from ._ref import AgentRef
     from ._store import Journal, JsonObject, Restored
 
 
@@ -84,8 +84,6 @@ class AgentChannel(ChannelCore):
 
     def ref(self) -> AgentRef:
         """A producer handle. From now on scopes can be interrupted (see :meth:`scope`)."""
-        from ._ref import AgentRef
-
         self._reachable = True
         return AgentRef(self)
 

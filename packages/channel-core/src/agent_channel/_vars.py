@@ -11,6 +11,7 @@ wins and its release restores the one before.
 from __future__ import annotations
 
 from collections.abc import Callable
+from threading import Lock
 from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar, cast
 
 if TYPE_CHECKING:
@@ -61,24 +62,11 @@ class Route(Generic[T]):
         enough; again does nothing)."""
         if not callable(value):
             raise TypeError(f"{self.call} takes an async callable, not {value!r:.60}")
-        routes = channel._vars  # pyright: ignore[reportPrivateUsage]
+        routes: dict[object, tuple[T, ...]] = channel._vars  # pyright: ignore[reportPrivateUsage, reportAssignmentType]
         lock = channel._lock  # pyright: ignore[reportPrivateUsage]
         with lock:
-            routes[self] = (*cast("tuple[T, ...]", routes.get(self, ())), value)
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            with lock:
-                if released:
-                    return
-                released = True
-                routed = list(cast("tuple[T, ...]", routes.get(self, ())))
-                if value in routed:
-                    del routed[len(routed) - 1 - routed[::-1].index(value)]
-                routes[self] = tuple(routed)
-
-        return release
+            routes[self] = (*routes.get(self, ()), value)
+        return _Release(self, routes, lock, value)
 
     def current(self, channel: AgentChannel) -> T | None:
         """The last one routed and not released, if any."""
@@ -87,6 +75,32 @@ class Route(Generic[T]):
 
     def __repr__(self) -> str:
         return f"<Route {self.call}>"
+
+
+class _Release(Generic[T]):
+    """Takes one routed value back (the last one routed, if it is there more than once)."""
+
+    __slots__ = ("_lock", "_route", "_routes", "_value")
+
+    def __init__(
+        self, route: Route[T], routes: dict[object, tuple[T, ...]], lock: Lock, value: T
+    ) -> None:
+        self._route, self._lock, self._value = route, lock, value
+        self._routes: dict[object, tuple[T, ...]] | None = routes  # None once released
+
+    def __call__(self) -> None:
+        with self._lock:
+            routes = self._routes
+            if routes is None:
+                return  # released already
+            routed = routes.get(self._route, ())
+            value = self._value
+            if routed and routed[-1] is value:  # the common case: the latest goes first
+                routes[self._route] = routed[:-1]
+            elif value in routed:
+                i = len(routed) - 1 - routed[::-1].index(value)
+                routes[self._route] = routed[:i] + routed[i + 1 :]
+            self._routes = None
 
 
 class Link(NamedTuple):

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ._channel import AgentChannel
 from ._codec import items as decode_items
 from ._codec import messages as decode_messages
 from ._core import MAX_QUEUED
@@ -28,8 +29,7 @@ from ._trusted import trusted
 from ._vars import APPROVALS, QUESTIONS, ExecutionVar, Link, Route
 
 if TYPE_CHECKING:
-    from ._abc import Approver, Resolver
-    from ._channel import AgentChannel
+    from ._abc import Approver, Resolver, Subscriber
     from ._items import ChannelItem
     from ._ref import AgentRef
     from ._store import Journal
@@ -60,6 +60,7 @@ __all__ = [
     "link",
     "link_of",
     "loop_of",
+    "nest",
     "on_loop_thread",
     "on_restore",
     "own_approver",
@@ -68,9 +69,12 @@ __all__ = [
     "resolver_of",
     "top",
     "trusted",
+    "unnest",
 ]
 
 _LINK: ExecutionVar[Link | None] = ExecutionVar("link")
+# A NamedTuple's own __new__ checks its arity by keyword: this is one a spawn pays.
+_new_link: Callable[[type[Link], tuple[AgentChannel, str, str]], Link] = tuple.__new__  # pyright: ignore[reportAssignmentType, reportUnknownMemberType, reportUnknownVariableType]
 
 
 def is_inert(channel: AgentChannel) -> bool:
@@ -121,7 +125,39 @@ def own_approver(channel: AgentChannel) -> Approver | None:
 def link(channel: AgentChannel, parent: AgentChannel, id: str, name: str) -> None:
     """Place the execution of ``channel`` below ``parent``'s, as ``id`` (``name``): its
     questions climb to the top through this link."""
-    _LINK.set(channel, Link(parent, id, name))
+    _LINK.set(channel, _new_link(Link, (parent, id, name)))
+
+
+def nest(
+    parent: AgentChannel, id: str, name: str, watch: Subscriber, approver: Approver
+) -> AgentChannel:
+    """A channel for an execution below ``parent``'s (a child): on its loop, linked as
+    ``id`` (``name``), ``watch`` its first subscriber and ``approver`` routed over its own.
+
+    What a child's spawn pays, in one go (each step alone costs a closure or a lock);
+    :func:`unnest` takes ``watch`` and ``approver`` off again.
+    """
+    channel = AgentChannel(loop=parent._loop)  # pyright: ignore[reportPrivateUsage]
+    channel._subscribers = (watch,)  # pyright: ignore[reportPrivateUsage] (a fresh channel)
+    channel._vars[_LINK] = _new_link(Link, (parent, id, name))  # pyright: ignore[reportPrivateUsage]
+    channel._vars[APPROVALS] = (approver,)  # pyright: ignore[reportPrivateUsage]
+    return channel
+
+
+def unnest(channel: AgentChannel, watch: Subscriber, approver: Approver) -> None:
+    """The nested execution's body and children are over: ``watch`` is subscribed no more
+    and ``approver`` routed no more (both refer to the channel, which refers to them: left
+    in place, that cycle would keep the channel, its task and its context for the GC)."""
+    subscribers = channel._subscribers  # pyright: ignore[reportPrivateUsage]
+    channel._subscribers = (  # pyright: ignore[reportPrivateUsage]
+        () if subscribers == (watch,) else tuple(s for s in subscribers if s is not watch)
+    )
+    with channel._lock:  # pyright: ignore[reportPrivateUsage]
+        routes = channel._vars  # pyright: ignore[reportPrivateUsage]
+        routed: tuple[Approver, ...] = routes.get(APPROVALS, ())  # pyright: ignore[reportAssignmentType]
+        routes[APPROVALS] = () if routed == (approver,) else tuple(
+            r for r in routed if r is not approver
+        )
 
 
 def link_of(channel: AgentChannel) -> Link | None:

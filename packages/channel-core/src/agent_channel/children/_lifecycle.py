@@ -47,17 +47,17 @@ from agent_channel import (
     UserMessage,
 )
 from agent_channel.lowlevel import (
-    APPROVALS,
     Execution,
     ExecutionVar,
     bounded,
     call_on_loop,
     describe,
-    link,
     loop_of,
+    nest,
     post_reserved,
     published,
     trusted,
+    unnest,
 )
 
 from ._records import UNREAD, Child, ChildApprover, Steering, Watcher, post_steer
@@ -157,13 +157,12 @@ class SupervisorCore:
             with scope:
                 if child.limits.seconds is not None:
                     scope.deadline = anyio.current_time() + child.limits.seconds
-                with Execution(AgentChannel(loop=self._loop)) as ch:
-                    watcher = Watcher(self._on_event, child, ch)
-                    watcher.unsubscribe = ch.subscribe(watcher)
-                    watcher.release = APPROVALS.add(
-                        ch, ChildApprover(self._channel, child, ch)
-                    )  # K9
-                    link(ch, self._channel, child.id, child.name)  # a question climbs by it
+                watcher = Watcher(self._on_event, child)
+                approver = ChildApprover(self._channel, child)  # K9
+                # linked below this execution: its questions climb to the top by it
+                ch = nest(self._channel, child.id, child.name, watcher, approver)
+                watcher.channel = approver.own = ch
+                with Execution(ch):
                     ref = ch.ref()
                     sub = self._below(ch, child)
                     self._attach(child, ref, sub)
@@ -173,12 +172,12 @@ class SupervisorCore:
                         if sub._close():  # its children's ends still come up through it
                             await sub._wait_all()
                         self._finish(child, None, e)
-                        watcher.leave()
+                        unnest(ch, watcher, approver)
                         raise
                     if sub._close():
                         await sub._wait_all()
                     self._finish(child, "" if out is None else str(out), None)
-                    watcher.leave()
+                    unnest(ch, watcher, approver)
         except Exception as e:  # the child failed (recorded already): its parent goes on
             if child.end is None:  # its setup failed: it ends now
                 self._finish(child, None, e)

@@ -97,13 +97,14 @@ class ChildApprover:
     closure: a child is spawned often, and each closure is several objects for the GC.
     """
 
-    __slots__ = ("_child", "_own", "_parent")
+    __slots__ = ("_child", "_parent", "own")
 
-    def __init__(self, parent: AgentChannel, child: Child, own: AgentChannel) -> None:
-        self._parent, self._child, self._own = parent, child, own
+    def __init__(self, parent: AgentChannel, child: Child) -> None:
+        self._parent, self._child = parent, child
+        self.own: AgentChannel  # the child's channel, set as soon as it exists
 
     async def __call__(self, call: ToolCall) -> bool:
-        mine = own_approver(self._own)  # the child's own code's, not this one
+        mine = own_approver(self.own)  # the child's own code's, not this one
         if mine is not None and not await mine(call):
             return False
         above = self._parent.approver
@@ -288,35 +289,19 @@ class Child:
 
 
 class Watcher:
-    """The supervisor's subscription to one child's channel: one object, not a closure."""
+    """The supervisor's subscription to one child's channel: one object, not a closure
+    (a child is spawned often, and each closure is several objects for the GC)."""
 
-    __slots__ = ("_channel", "_child", "_on_event", "release", "unsubscribe")
+    __slots__ = ("_child", "_on_event", "channel")
 
     def __init__(
-        self,
-        on_event: Callable[[Child, AgentChannel, ExecutionEvent], None],
-        child: Child,
-        channel: AgentChannel,
+        self, on_event: Callable[[Child, AgentChannel, ExecutionEvent], None], child: Child
     ) -> None:
-        self._on_event, self._child, self._channel = on_event, child, channel
-        self.unsubscribe: Callable[[], None] = _nothing
-        self.release: Callable[[], None] = _nothing
+        self._on_event, self._child = on_event, child
+        self.channel: AgentChannel  # the child's, set as soon as it exists
 
     def __call__(self, event: ExecutionEvent) -> None:
-        self._on_event(self._child, self._channel, event)
-
-    def leave(self) -> None:
-        """The child's body and children are over: what its channel publishes now (its
-        close) is nothing to watch, and need not even be built for the supervisor; no call
-        is left to approve. Both referred to the channel, which refers to them: left in
-        place, that cycle would keep the channel, its task and its context for the GC."""
-        self.unsubscribe()
-        self.release()
-        self.unsubscribe = self.release = _nothing  # each refers to this watcher or its channel
-
-
-def _nothing() -> None:
-    return None
+        self._on_event(self._child, self.channel, event)
 
 
 def post_steer(child: Child, steering: Steering) -> str | None:
