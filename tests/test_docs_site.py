@@ -214,6 +214,8 @@ def test_an_api_page_shows_signatures_docstrings_and_members(hooks: ModuleType) 
         ("ray", "agent_channel_ray"),
         ("sqlite", "agent_channel_sqlite"),
         ("testing", "agent_channel.testing"),
+        ("lowlevel", "agent_channel.lowlevel"),
+        ("abc", "agent_channel.abc"),
     ],
 )
 def test_an_api_page_lists_every_public_name_once(page: str, module: str) -> None:

@@ -113,5 +113,8 @@ class Link(NamedTuple):
 
 
 APPROVALS: Route[Approver] = Route("route_approvals()")
+"""Who answers the execution's approvals (``AgentRef.route_approvals``); over the opener's."""
 QUESTIONS: Route[Resolver] = Route("route_questions()")
+"""Who answers the questions of a top-level execution and its children
+(``AgentRef.route_questions``)."""
 SECTIONS: ExecutionVar[dict[str, Callable[[], str]]] = ExecutionVar("sections")
