@@ -146,7 +146,8 @@ async def wait_for_message(channel: AgentChannel, stop_reason: StopReason = "end
     Publishes :class:`AwaitingInput` first, so producers know the agent is idle
     and why it stopped.
     """
-    channel._awaiting = stop_reason  # pyright: ignore[reportPrivateUsage]  # for a late watch
     if channel.observed:
         channel.publish(AwaitingInput(stop_reason=stop_reason))
-    return fold(await channel.receive())  # receive() drops Cancels: no turn to stop
+    # receive() drops Cancels (no turn to stop); `awaiting` is for a late watcher's snapshot,
+    # set in this same step as the event, so no watcher sees one without the other
+    return fold(await channel.receive(awaiting=stop_reason))
