@@ -321,7 +321,9 @@ class Hub:
             self._turn("started")
         elif isinstance(ev, TurnEnded):
             if self.turn_state != "cancelled":  # A8: after cancelled, the next is started
-                self._turn("ended")
+                # cut short by outer cancellation (`end`, the server closing): its one end
+                # state says so, and the execution's end sends no second one
+                self._turn("cancelled" if ev.error == "cancelled" else "ended")
         elif isinstance(ev, TurnCancelled):
             self._cards.close_unfinished("cancelled")
             self._turn("cancelled")
@@ -414,11 +416,9 @@ class Hub:
         self.finished = ev
         self.parked = None
         self._cards.close_unfinished("the execution ended")
-        final = "cancelled" if ev.stop_reason == "cancelled" else self.turn_state
-        if final in ("idle", "started"):
-            final = "ended"
-        self.turn_state = final
-        self._emit(self._turn_state_note())  # A8: a final state, always
+        if self.turn_state in ("idle", "started"):  # A8: a final state, always; one per turn
+            self.turn_state = "cancelled" if ev.stop_reason == "cancelled" else "ended"
+            self._emit(self._turn_state_note())
         self.undelivered = self._queue.undelivered(ev.undelivered)
         ended: f.SessionEndedNote = {
             "stopReason": ev.stop_reason,
