@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, NoReturn, NotRequired, TextIO, TypedDict, cast
 
 from .._sigint import run
 from ..wire._discovery import RuntimeDirError, live_records, runtime_dir
-from ._connect import CtlError, Server, ask, exec_id, reached, resolve, servers
+from ._connect import CtlError, Server, ask, exec_id, reached, resolve, resolve_child, servers
 
 if TYPE_CHECKING:
     from ..wire._frames import (
@@ -167,6 +167,7 @@ async def messages(
         server, execution = resolve(found, target)
         params: MessagesParams = {"sessionId": exec_id(execution)}
         if child:
+            child = resolve_child(execution, child)
             params["childId"] = child
         if all_:
             params["all"] = True
@@ -263,6 +264,7 @@ async def steer_child(out: Out, target: str, child: str, text: str, *, as_json: 
     async with servers() as found:
         server, execution = resolve(found, target)
         session_id = exec_id(execution)
+        child = resolve_child(execution, child)
         params: SteerChildParams = {"sessionId": session_id, "childId": child, "text": text}
         answer = await server.ask("steer_child", params)
     outcome = str(answer.get("outcome", "?"))
@@ -285,6 +287,7 @@ async def stop_child(out: Out, target: str, child: str, *, as_json: bool) -> int
     async with servers() as found:
         server, execution = resolve(found, target)
         session_id = exec_id(execution)
+        child = resolve_child(execution, child)
         params: StopChildParams = {"sessionId": session_id, "childId": child}
         answer = await server.ask("stop_child", params)
     done = bool(answer.get("stopped"))
