@@ -83,7 +83,8 @@ async def test_k11_k12_an_attached_client_sees_each_childs_card_and_steers_and_s
             cards = child_cards(rec, sid)
             assert sorted(cards) == ["alpha", "beta", "gamma"]
             assert all(c["status"] == "in_progress" for c in cards.values())
-            assert all(c["title"] == f"Child {name}" for name, c in cards.items())
+            assert all(c["title"] == f"Child agent {name}: {name}" for name, c in cards.items())
+            assert all(c["rawInput"]["parentId"] == sid for c in cards.values())
             ids = {name: c["agent_channel.child"]["id"] for name, c in cards.items()}
 
             listed = await conn.ext_method("agent_channel/children", {"sessionId": sid})

@@ -102,7 +102,9 @@ class Hub:
         self._fanout = self.fanout(execution_id, self._changed)
         self._emit = self._fanout.hand
         self._cards = ToolCards(self._ring, self._emit, approving=approve)
-        self._children = ChildCards(self._ring, self._emit, self._cards.cards, self._cards.card_seq)
+        self._children = ChildCards(
+            execution_id, self._ring, self._emit, self._cards.cards, self._cards.card_seq
+        )
         self.child_requests = ChildRequests(execution_id, ref, self._children)
         """The operator's reads and controls of a child (K12)."""
         self._queue = OperatorQueue(ref, self.call)
