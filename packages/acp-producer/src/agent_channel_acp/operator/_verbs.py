@@ -78,7 +78,10 @@ def _describe_execution(e: Execution) -> str:
     ]
     if queued := e.get("queued"):
         parts.append(f"{queued} queued")
-    if e.get("pendingApproval"):
+    waiting = e.get("pendingApprovals", [])
+    if len(waiting) > 1:
+        parts.append(f"{len(waiting)} approvals pending")
+    elif waiting or e.get("pendingApproval"):  # (a server of before the list: its one slot)
         parts.append("approval pending")
     if e.get("pendingQuestion"):
         parts.append("question pending")
@@ -89,19 +92,24 @@ def _describe_execution(e: Execution) -> str:
     line = "  ".join(parts) + f"  {e.get('title', '')}".rstrip()
     for call in e.get("runningToolCalls", []):
         line += f"\n    tool call {call.get('id', '?')}  running  {call.get('title', '')}"
+    asking = {a.get("childId") for a in waiting}
     for child in e.get("children", []):
-        line += "\n" + "  " * (child.get("depth", 1) + 1) + _describe_child(child)
+        row = _describe_child(child, asking=child.get("id") in asking)
+        line += "\n" + "  " * (child.get("depth", 1) + 1) + row
     return line.rstrip()
 
 
-def _describe_child(c: ChildEntry) -> str:
-    """A child's line under its execution (K11): indented by its depth."""
+def _describe_child(c: ChildEntry, *, asking: bool = False) -> str:
+    """A child's line under its execution (K11): indented by its depth; ``asking`` when a
+    call of its waits for an operator's approval."""
     status = str(c.get("status", "?"))
     if status == "ended":
         status = f"ended ({c.get('end') or '?'})"
     parts = [f"child {c.get('id', '?')}", status, f"{c.get('turns', 0)} turns"]
     if tokens := c.get("tokens"):
         parts.append(f"{tokens} tokens")
+    if asking:
+        parts.append("approval pending")
     return "  ".join(parts) + f"  {c.get('name', '')}"
 
 

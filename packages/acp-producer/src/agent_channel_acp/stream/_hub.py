@@ -33,6 +33,7 @@ from agent_channel import (
     ChildEnded,
     ChildStarted,
     ChildSteered,
+    ChildToolCall,
     ChildUpdated,
     Content,
     ContentReasoning,
@@ -115,7 +116,7 @@ class Hub:
         # state
         self.turn_state = "idle"
         self.parked: StopReason | None = None  # waiting for an operator message, and why
-        self.pending_approval: str | None = None
+        self._approvals: dict[object, f.PendingApproval] = {}  # asked, not answered; oldest first
         self.finished: ExecutionFinished | None = None
         self.undelivered: list[f.Undelivered] = []
         self.ending: Callable[[], None] | None = None  # outer cancellation, when we started it
@@ -189,6 +190,7 @@ class Hub:
             "turnState": self.turn_state,
             "messageCount": len(self.messages()),
             "pendingApproval": self.pending_approval,
+            "pendingApprovals": list(self._approvals.values()),
             "queued": len(self._queue),
             "drivable": self.running,
             "clients": len(self._fanout.sinks),
@@ -280,13 +282,23 @@ class Hub:
             return await across(self._loop, self._approve(call))
         return await self._approve(call)
 
+    @property
+    def pending_approval(self) -> str | None:
+        """The oldest tool call waiting for an operator's approval, if any."""
+        return next((a["toolCallId"] for a in self._approvals.values()), None)
+
     async def _approve(self, call: ToolCall) -> bool:
-        self.pending_approval = call.id
+        title, _ = self._cards.asked(call)  # its card first (asked again below: once)
+        waiting: f.PendingApproval = {"toolCallId": call.id, "title": title}
+        if isinstance(call, ChildToolCall):
+            waiting["childId"] = call.child_id
+        key = object()  # each request its own entry: two may share a call id
+        self._approvals[key] = waiting
         self._changed()
         try:
             return await ask_for(call, self._cards, self._fanout)
         finally:
-            self.pending_approval = None
+            del self._approvals[key]
             self._changed()
 
     # -- events (the consumer's side) --------------------------------------------------
