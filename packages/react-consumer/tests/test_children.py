@@ -109,6 +109,24 @@ def _researcher(gates: Mapping[str, anyio.Event] | None = None) -> ReactAgent:
     return react(model=ScriptedModel(script), tools=[search], submit=False, description="digs")
 
 
+async def _run_setting_on_child_end(
+    script: Callable[[Sequence[ChatMessage], Sequence[ToolInfo]], ScriptItem],
+    agents: Mapping[str, ReactAgent],
+    ended: anyio.Event,
+) -> AgentState:
+    """Run an orchestrator on ``script`` offering ``agents``; ``ended`` is set when a child
+    ends (a script holds a model call on it to force an order)."""
+    agent = react(model=ScriptedModel(script), tools=children_tools(agents), submit=False)
+
+    def on_event(event: ExecutionEvent) -> None:
+        if isinstance(event, ChildEnded):
+            ended.set()
+
+    async with open_channel() as ch:
+        ch.ref().subscribe(on_event)
+        return await agent(_input())
+
+
 # -- K10 the model's tools ----------------------------------------------------------------
 
 
@@ -353,17 +371,7 @@ async def test_k10_an_announcement_made_while_the_model_speaks_is_read_before_th
             return reply("Waiting.", wait=ended)  # the child ends during this model call
         return reply("Done. " + messages[-1].text)
 
-    agent = react(
-        model=ScriptedModel(script), tools=children_tools({"r": _researcher()}), submit=False
-    )
-
-    def on_event(event: ExecutionEvent) -> None:
-        if isinstance(event, ChildEnded):
-            ended.set()
-
-    async with open_channel() as ch:
-        ch.ref().subscribe(on_event)
-        state = await agent(_input())
+    state = await _run_setting_on_child_end(script, {"r": _researcher()}, ended)
     (c,) = _ids(state.messages)
     assert [m.text for m in state.messages[-3:]] == [
         "Waiting.",
@@ -464,17 +472,7 @@ async def test_k5_a_wait_on_a_child_whose_announcement_was_read_does_not_read_it
         lambda ids: call(tool_call("wait_for_agent", ids=[ids[0]])),
         lambda ids: call(tool_call("kill_agent", id=ids[0])),
     )
-    agent = react(
-        model=ScriptedModel(plan), tools=children_tools({"researcher": _researcher()}), submit=False
-    )
-
-    def on_event(event: ExecutionEvent) -> None:
-        if isinstance(event, ChildEnded):
-            a_ended.set()
-
-    async with open_channel() as ch:
-        ch.ref().subscribe(on_event)
-        state = await agent(_input())
+    state = await _run_setting_on_child_end(plan, {"researcher": _researcher()}, a_ended)
     (a,) = _ids(state.messages)
     result = "Report: Look at A. [found Look at A.]"
     # The model reads a's result once: in the announcement it read first.
