@@ -109,6 +109,24 @@ def _researcher(gates: Mapping[str, anyio.Event] | None = None) -> ReactAgent:
     return react(model=ScriptedModel(script), tools=[search], submit=False, description="digs")
 
 
+async def _run_setting_on_child_end(
+    script: Callable[[Sequence[ChatMessage], Sequence[ToolInfo]], ScriptItem],
+    agents: Mapping[str, ReactAgent],
+    ended: anyio.Event,
+) -> AgentState:
+    """Run an orchestrator on ``script`` offering ``agents``; ``ended`` is set when a child
+    ends (a script holds a model call on it to force an order)."""
+    agent = react(model=ScriptedModel(script), tools=children_tools(agents), submit=False)
+
+    def on_event(event: ExecutionEvent) -> None:
+        if isinstance(event, ChildEnded):
+            ended.set()
+
+    async with open_channel() as ch:
+        ch.ref().subscribe(on_event)
+        return await agent(_input())
+
+
 # -- K10 the model's tools ----------------------------------------------------------------
 
 
@@ -180,8 +198,11 @@ async def test_k10_kill_ends_a_child_and_reads_what_it_leaves() -> None:
     async with open_channel():
         state = await agent(_input())
     (c,) = _ids(state.messages)
-    # Both read the end (the second at once); the announcement is not read a third time.
-    assert _results(state, "kill_agent") == [f"Child slow-1 (id {c}) was killed: not needed."] * 2
+    # The first reads the end; the second (at once) that it had ended; no announcement.
+    assert _results(state, "kill_agent") == [
+        f"Child slow-1 (id {c}) was killed: not needed.",
+        f"slow-1 (id {c}) had already ended (killed: not needed); you were told so.",
+    ]
     assert [m.text for m in state.messages if getattr(m, "source", None) == "child"] == []
     assert state.messages[-1].text == "Done."
 
@@ -350,17 +371,7 @@ async def test_k10_an_announcement_made_while_the_model_speaks_is_read_before_th
             return reply("Waiting.", wait=ended)  # the child ends during this model call
         return reply("Done. " + messages[-1].text)
 
-    agent = react(
-        model=ScriptedModel(script), tools=children_tools({"r": _researcher()}), submit=False
-    )
-
-    def on_event(event: ExecutionEvent) -> None:
-        if isinstance(event, ChildEnded):
-            ended.set()
-
-    async with open_channel() as ch:
-        ch.ref().subscribe(on_event)
-        state = await agent(_input())
+    state = await _run_setting_on_child_end(script, {"r": _researcher()}, ended)
     (c,) = _ids(state.messages)
     assert [m.text for m in state.messages[-3:]] == [
         "Waiting.",
@@ -447,3 +458,31 @@ async def test_k10_the_registry_takes_agents_plain_agent_functions_and_core_bodi
         state = await agent(_input())
     heard = "\n\n".join(m.text for m in state.messages if getattr(m, "source", None) == "child")
     assert sorted(re.findall(r"Result:\n(.*)", heard)) == ["TWO", "agent read one"]
+
+
+async def test_k5_a_wait_on_a_child_whose_announcement_was_read_does_not_read_its_end_again() -> (
+    None
+):
+    # The premise, forced: the child ends while the model's second call is held, so its
+    # announcement folds at the next boundary, and only then does the model wait for it.
+    a_ended = anyio.Event()
+    plan = _plan(
+        lambda ids: call(tool_call("spawn_agent", agent="researcher", task="Look at A.", name="a")),
+        lambda ids: call(tool_call("list_agents"), wait=a_ended),
+        lambda ids: call(tool_call("wait_for_agent", ids=[ids[0]])),
+        lambda ids: call(tool_call("kill_agent", id=ids[0])),
+    )
+    state = await _run_setting_on_child_end(plan, {"researcher": _researcher()}, a_ended)
+    (a,) = _ids(state.messages)
+    result = "Report: Look at A. [found Look at A.]"
+    # The model reads a's result once: in the announcement it read first.
+    assert sum(m.text.count(result) for m in state.messages if m.role != "assistant") == 1
+    assert [m.text for m in state.messages if getattr(m, "source", None) == "child"] == [
+        f"Child a (id {a}) completed.\n\nResult:\n{result}"
+    ]
+    already = (
+        f"a (id {a}) had already ended (completed); you were told so. list_agents with its id "
+        "shows its result again."
+    )
+    assert _results(state, "wait_for_agent") == [already]
+    assert _results(state, "kill_agent") == [already]

@@ -125,3 +125,30 @@ async def test_a_key_or_url_alone_keeps_the_scripted_model(
     monkeypatch.setenv(variable, "http://127.0.0.1:9/v1")
     state, _ = await _converse("demo", ["hello"])
     assert state.messages[-1].text.startswith("You said: 'hello'")
+
+
+async def test_a_note_during_the_task_is_acknowledged_and_the_task_goes_on() -> None:
+    state, _ = await _converse("task_demo", [], mid_task={2: "Also mention the costs."})
+    tools = [m.function for m in state.messages if isinstance(m, ChatMessageTool)]
+    assert len(tools) == len(PLAN)  # the note replaced nothing: every step ran
+    noted = next(i for i, m in enumerate(state.messages) if m.text == "Also mention the costs.")
+    answer = state.messages[noted + 1]
+    assert isinstance(answer, ChatMessageAssistant) and answer.tool_calls
+    assert answer.text.startswith("Noted: 'Also mention the costs.'")
+    briefing = next(m.text for m in state.messages if m.text.startswith("Briefing:"))
+    assert "Also mention the costs." in briefing
+
+
+async def test_a_change_of_plan_searches_for_what_it_asks_not_for_its_words() -> None:
+    state, _ = await _converse(
+        "task_demo", [], mid_task={2: "Change of plan: brief me on consoles."}
+    )
+    searches = [
+        c.arguments["query"]
+        for m in state.messages
+        if isinstance(m, ChatMessageAssistant)
+        for c in m.tool_calls or ()
+        if c.name == "search"
+    ]
+    assert searches[-1] == "brief me on consoles"
+    assert not any(m.text.startswith("Briefing:") for m in state.messages)

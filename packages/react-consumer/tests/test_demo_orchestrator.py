@@ -82,3 +82,32 @@ async def test_the_orchestrator_with_a_model_name_runs_it_and_its_researchers_on
         "steer_agent",
         "wait_for_agent",
     ]
+
+
+def test_an_operators_steer_of_a_child_mid_task_is_noted_and_the_plan_goes_on() -> None:
+    """``send --child`` leaves the orchestrator a note; before its answer exists, it takes it
+    in passing and goes on with its plan (it answered "The answer above stands" with none)."""
+    from agent_channel import ChatMessageAssistant, ChatMessageUser, ToolCall
+    from agent_channel_react import ScriptStep
+    from agent_channel_react.demo import ORCHESTRATOR_TASK, orchestrator_script
+
+    ids = {t: f"{i:016x}" for i, (t, _) in enumerate(RESEARCH)}
+    calls = [ToolCall(id=f"c{i}", name="spawn_agent", arguments={}) for i in range(3)]
+    note = f"The operator steered child {STEERED} (id {ids[STEERED]}): look at costs."
+    messages = [
+        ChatMessageUser(content=ORCHESTRATOR_TASK, source="task"),
+        ChatMessageAssistant(content="Starting three researchers.", tool_calls=calls),
+        *(
+            ChatMessageTool(
+                content=f"Started {t} (id {ids[t]}). It runs.",
+                tool_call_id=f"c{i}",
+                function="spawn_agent",
+            )
+            for i, t in enumerate(ids)
+        ),
+        ChatMessageUser(content=note, source="supervisor"),
+    ]
+    step = orchestrator_script(messages, [])
+    assert isinstance(step, ScriptStep)
+    assert [c.name for c in step.tool_calls] == ["wait_for_agent"]
+    assert step.content.startswith(f"Noted: {note!r}. Going on: Waiting: {RESEARCH[0][0]}.")

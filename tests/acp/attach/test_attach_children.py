@@ -15,8 +15,8 @@ import pytest
 from acp import RequestError
 from acp.client.connection import ClientSideConnection
 from attach_harness import AttachRecorder
-from conftest import GUARD, HERE
-from serving import Serving, connect, executions, serving, wait_for
+from conftest import GUARD, HERE, allow
+from serving import Serving, connect, ctl, executions, serving, wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("transport")]
 
@@ -83,7 +83,8 @@ async def test_k11_k12_an_attached_client_sees_each_childs_card_and_steers_and_s
             cards = child_cards(rec, sid)
             assert sorted(cards) == ["alpha", "beta", "gamma"]
             assert all(c["status"] == "in_progress" for c in cards.values())
-            assert all(c["title"] == f"Child {name}" for name, c in cards.items())
+            assert all(c["title"] == f"Child agent {name}: {name}" for name, c in cards.items())
+            assert all(c["rawInput"]["parentId"] == sid for c in cards.values())
             ids = {name: c["agent_channel.child"]["id"] for name, c in cards.items()}
 
             listed = await conn.ext_method("agent_channel/children", {"sessionId": sid})
@@ -233,3 +234,44 @@ async def test_k9_a_childs_tool_call_reaches_the_client_as_a_permission_request_
             await rec.wait_until(lambda: card_of_the_call()[-1:] == ["completed"])
             (listed,) = (await conn.ext_method("agent_channel/list", {}))["executions"]
             assert listed["runningToolCalls"] == []
+
+
+async def test_a24_every_waiting_approval_is_listed_until_it_is_answered(rt: Path) -> None:
+    """Three children's calls held for approval; one answered: the other two stay listed (one
+    slot, cleared by any approval finishing, listed none), and ``ls`` says so on the execution
+    and on each child whose call waits."""
+    with serving(rt, *AGENT, "--approve", "--input", "ask alpha beta gamma") as served:
+        (sid,) = await asyncio.to_thread(served.ids)
+        release = asyncio.Event()
+
+        async def hold_all_but_alpha(request: dict[str, Any]) -> Any:
+            if request["toolCall"]["title"] != "alpha: quick":
+                await release.wait()
+            return await allow(request)
+
+        async with attached(served) as (conn, rec):
+            with rec.answering(hold_all_but_alpha):
+                await conn.load_session(cwd=str(HERE), session_id=sid, mcp_servers=[])
+                await rec.wait_until(lambda: len(rec.permissions) == 3)
+                await rec.wait_until(
+                    lambda: child_cards(rec, sid)["alpha"]["status"] == "completed"
+                )
+                ids = {n: c["agent_channel.child"]["id"] for n, c in child_cards(rec, sid).items()}
+                (listed,) = (await conn.ext_method("agent_channel/list", {}))["executions"]
+                assert listed["pendingApproval"] == f"{ids['beta']}/call_1"  # the oldest
+                waiting = listed["pendingApprovals"]
+                assert [(w["toolCallId"], w["childId"], w["title"]) for w in waiting] == [
+                    (f"{ids[n]}/call_1", ids[n], f"{n}: quick") for n in ("beta", "gamma")
+                ]
+                lines = (await asyncio.to_thread(ctl, rt, "ls")).stdout.splitlines()
+                (head,) = [line for line in lines if line.startswith(f"  {sid}")]
+                assert "2 approvals pending" in head
+                for name in ("alpha", "beta", "gamma"):
+                    (row,) = [line for line in lines if f"child {ids[name]}" in line]
+                    assert ("approval pending" in row) == (name != "alpha"), row
+                release.set()
+                await rec.wait_until(
+                    lambda: all(c["status"] == "completed" for c in child_cards(rec, sid).values())
+                )
+                (listed,) = (await conn.ext_method("agent_channel/list", {}))["executions"]
+                assert listed["pendingApprovals"] == [] and listed["pendingApproval"] is None

@@ -95,13 +95,27 @@ async def test_a23_end_an_execution() -> None:
         # the answer comes once the loop ended: the final state, then session_ended
         frames = [f["method"] for f in c.rec.frames(sid)]
         assert frames[-2:] == ["_agent_channel/turn_state", "_agent_channel/session_ended"]
-        assert c.rec.states(sid)[-1] == "cancelled"
+        states = c.rec.states(sid)
+        assert states[states.index("started") :] == ["started", "cancelled"]  # one end state
         ended = c.rec.frames(sid)[-1]["params"]
         assert [u["text"] for u in ended["undelivered"]] == ["unread"]
         assert card_status(c, sid, tool_ids(c, sid)[0]) == "failed"
         listed = (await c.ext("list"))["executions"][0]
         assert listed["status"] == "finished" and listed["drivable"] is False
         assert await c.ext("end", sessionId=sid) == {}  # already ended: nothing to do
+
+
+async def test_a23_end_of_a_parked_execution_sends_no_second_end_state() -> None:
+    async with serving("--input", "quick task") as server:
+        c, sid = await bound(server)
+        await parked(c)
+        assert c.rec.states(sid)[-1] == "ended"
+        before = len(c.rec.states(sid))
+        assert await c.ext("end", sessionId=sid) == {}
+        frames = [f["method"] for f in c.rec.frames(sid)]
+        assert frames[-1] == "_agent_channel/session_ended"
+        # the turn that ended was reported ended once; nothing ran since: no state after it
+        assert c.rec.states(sid)[before:] == []
 
 
 async def test_a24_list_without_binding() -> None:

@@ -65,7 +65,8 @@ def rt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def card(app: Console, name: str) -> str:
     """The child's card as the transcript shows it."""
-    return "\n".join(str(v.content) for v in views(app, "tool") if v.entry.title == f"Child {name}")
+    views_of = [v for v in views(app, "tool") if v.entry.title.startswith(f"Child agent {name}:")]
+    return "\n".join(str(v.content) for v in views_of)
 
 
 async def test_k11_k12_the_console_shows_the_tree_steers_reads_and_stops_a_child_by_key(
@@ -83,6 +84,7 @@ async def test_k11_k12_the_console_shows_the_tree_steers_reads_and_stops_a_child
             tree = panel(app, "#children")
             assert tree.index("alpha") < tree.index("beta") and "Children[/] (2)" in tree
             assert card(app, "alpha") and card(app, "beta")  # a card each in the transcript
+            assert "(other)" not in card(app, "alpha")  # a kind that says nothing is not shown
 
             await pilot.press("ctrl+o")  # alpha
             await until(pilot, "alpha selected", lambda: "▸ [b]alpha" in panel(app, "#children"))

@@ -92,6 +92,45 @@ def test_k12_send_child_steers_it_and_messages_child_reads_its_conversation(rt: 
         assert f"child {alpha}  ended (completed)  1 turns  alpha" in listing
 
 
+def _unique_prefix(child: str, others: list[str]) -> str:
+    """The shortest prefix of ``child`` that no other id starts with."""
+    return next(child[:n] for n in range(1, 17) if not any(o.startswith(child[:n]) for o in others))
+
+
+def test_k12_child_takes_a_unique_prefix_and_names_an_ambiguous_or_unknown_one(rt: Path) -> None:
+    with serving(rt, *AGENT) as served:
+        (target,) = served.ids()
+        # 18 children (the three researchers, then 15 that end at once) have, by pigeonhole,
+        # two ids with the same first digit: an ambiguous prefix, forced
+        for batch in ("a b c d e", "f g h i j", "k l m n o"):
+            assert ctl(rt, "send", target, f"ask {batch}").returncode == 0
+        wait_for(
+            lambda: sum(c["status"] == "ended" for c in children(rt, target).values()) == 15,
+            "fifteen children ended",
+        )
+        ids = [c["id"] for c in children(rt, target).values()]
+        alpha = children(rt, target)["alpha"]["id"]
+        short = _unique_prefix(alpha, [i for i in ids if i != alpha])
+
+        read = ctl_json(rt, "messages", target[:6], "--child", short)
+        assert read["childId"] == alpha and read["messages"][0]["text"] == "research alpha"
+        run = ctl(rt, "send", target, "--child", short, "finish it")
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.strip() == f"steered child {alpha} of {target}: it read the message"
+        beta = children(rt, target)["beta"]["id"]
+        run = ctl(
+            rt, "cancel", target, "--child", _unique_prefix(beta, [i for i in ids if i != beta])
+        )
+        assert run.stdout.strip() == f"stopped child {beta} of {target}", run.stderr
+
+        digit = next(d for d in "0123456789abcdef" if sum(i.startswith(d) for i in ids) > 1)
+        both = sorted(i for i in ids if i.startswith(digit))
+        for verb in ("messages", "send", "cancel"):
+            args = (verb, target, "--child", digit, *(("hi",) if verb == "send" else ()))
+            one_line_failure(ctl(rt, *args), f"{digit!r} matches {len(both)} children", *both)
+        one_line_failure(ctl(rt, "send", target, "--child", "nope", "hi"), "has no child 'nope'")
+
+
 def test_k11_after_the_parent_ends_ls_shows_its_children_ended_and_their_reads_say_why(
     rt: Path,
 ) -> None:

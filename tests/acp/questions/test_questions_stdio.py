@@ -229,3 +229,7 @@ async def test_q3_session_cancel_voids_a_pending_permission_request_card() -> No
             assert (await turn).stop_reason == "cancelled"
         states = [u.get("status") for u in rec.updates[sid] if u.get("toolCallId") == card]
         assert states[-1] == "failed"  # the question's card says it is void
+        # and the request the client holds is withdrawn, naming it (its dialog can close)
+        asked = [f["id"] for f in rec.wire if f.get("method") == "session/request_permission"]
+        withdrawn = [f for f in rec.wire if f.get("method") == "$/cancel_request"]
+        assert [f["params"]["requestId"] for f in withdrawn] == asked

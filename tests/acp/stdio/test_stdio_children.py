@@ -26,7 +26,10 @@ async def test_k11_stdio_shows_a_card_per_child_and_answers_the_children_read() 
             ]
 
         await agent.rec.wait_until(alpha_card)
-        assert alpha_card()[0]["title"] == "Child alpha"
+        card = alpha_card()[0]
+        # titled as a child agent on its task; its parent is the session's execution
+        assert (card["title"], card["kind"]) == ("Child agent alpha: alpha", "other")
+        assert card["rawInput"] == {"name": "alpha", "input": "alpha", "parentId": sid}
         listed = await agent.request("_agent_channel/children", {"sessionId": sid})
         assert listed["sessionId"] == sid
         assert [c["name"] for c in listed["children"]] == ["alpha"]

@@ -55,7 +55,7 @@ def test_page_opens_steers_and_stops_children(tmp_path: Path, page: Any) -> None
         expect(child).to_have_attribute("data-name", "beta")
         expect(child.get_by_test_id("child-message").first).to_contain_text("research beta")
         # and so do their cards in the conversation
-        card = conversation.locator('[data-kind="tool"]').filter(has_text="Child alpha")
+        card = conversation.locator('[data-kind="tool"]').filter(has_text="Child agent alpha")
         card.get_by_test_id("open-child").click()
         expect(child).to_have_attribute("data-name", "alpha")
         expect(child.get_by_test_id("child-message").last).to_contain_text("alpha: done")

@@ -14,6 +14,13 @@ const LABELS: Record<string, string> = {
 };
 /** A child's card is a tool call of this id prefix (K11): it opens and stops the child. */
 const CHILD_CARD = "child-";
+
+/** A child card's child, by name: from the children's rows (the card's title is its task). */
+function childName(c: Console, cardId: string): string {
+  const childId = cardId.slice(CHILD_CARD.length);
+  const row = c.children().find((k) => String(k.id) === childId);
+  return row?.name ? String(row.name) : childId;
+}
 const PREFIX: Record<string, string> = {
   operator: "operator", user: "user", system: "system", agent: "agent", reasoning: "thinking", note: "",
 };
@@ -65,10 +72,10 @@ class Row extends Component<{ entry: Entry; version: number; console: Console }>
             <button data-testid="cancel-tool" onClick={() => void c.cancelTool(id)}>cancel this tool</button>
           )}
           {id.startsWith(CHILD_CARD) && (
-            <button data-testid="open-child" onClick={() => void c.openChild(id.slice(CHILD_CARD.length), e.title.replace(/^Child /, ""))}>open</button>
+            <button data-testid="open-child" onClick={() => void c.openChild(id.slice(CHILD_CARD.length), childName(c, id))}>open</button>
           )}
           {e.status === "in_progress" && id.startsWith(CHILD_CARD) && (
-            <button data-testid="stop-child" class="danger" onClick={() => void c.stopChild(id.slice(CHILD_CARD.length), e.title.replace(/^Child /, ""))}>stop</button>
+            <button data-testid="stop-child" class="danger" onClick={() => void c.stopChild(id.slice(CHILD_CARD.length), childName(c, id))}>stop</button>
           )}
         </div>
       );

@@ -201,10 +201,15 @@ def children_tools(
 
 
 def _ended(sup: Supervisor, info: ChildInfo) -> str:
-    """An ended child as its announcement words it, with its whole result; the announcement
-    itself is taken back, so the model reads it once."""
-    sup.withdraw_announce(info.id)
+    """An ended child as its announcement words it, with its whole result, the first time the
+    model is told (its announcement is then taken back); once the model has read its end (the
+    announcement folded at a boundary, or an earlier wait or kill), only a line saying so: the
+    model reads each end once (K5)."""
     assert info.end is not None
+    if not sup.withdraw_announce(info.id):
+        how = info.end if not info.reason else f"{info.end}: {info.reason}"
+        again = " list_agents with its id shows its result again." if info.result else ""
+        return f"{info.name} (id {info.id}) had already ended ({how}); you were told so.{again}"
     return Announce(
         child_id=info.id,
         name=info.name,

@@ -202,9 +202,28 @@ def _asks(message: ChatMessage) -> bool:
     )
 
 
+_REDIRECT = re.compile(
+    r"^\s*(change of plans?|new plan|new task|instead|forget (?:that|it))\b[\s:,.-]*", re.I
+)
+_INSTEAD = re.compile(r"[\s,]*\binstead\b[\s.!]*$", re.I)
+
+
+def _redirects(message: ChatMessage) -> bool:
+    """An operator's message that replaces the task ("Change of plan: …", "… instead");
+    any other is a note the task takes along."""
+    text = message.text.strip()
+    return bool(_REDIRECT.match(text) or _INSTEAD.search(text))
+
+
+def _subject(text: str) -> str:
+    """What a redirect asks for, without its framing: the words to search for."""
+    text = _INSTEAD.sub("", _REDIRECT.sub("", text.strip())).strip().rstrip(".!")
+    return text[:80] or "(empty)"
+
+
 def _open_task(messages: Sequence[ChatMessage], upto: int) -> int | None:
     """The task message still being worked on before ``upto``: no answer since, and no
-    message that replaced it (anything but a question)."""
+    message that replaced it (questions and notes do not)."""
     for i in range(upto - 1, -1, -1):
         m = messages[i]
         if isinstance(m, ChatMessageAssistant) and not m.tool_calls:
@@ -212,15 +231,25 @@ def _open_task(messages: Sequence[ChatMessage], upto: int) -> int | None:
         if isinstance(m, ChatMessageUser):
             if m.source == "task":
                 return i
-            if not _asks(m):
+            if _redirects(m):
                 return None
     return None
+
+
+def _notes(messages: Sequence[ChatMessage], task: int) -> list[str]:
+    """The operator's notes (neither questions nor redirects) since the task began."""
+    return [
+        m.text.strip()
+        for m in messages[task + 1 :]
+        if isinstance(m, ChatMessageUser) and m.source != "task" and not _asks(m)
+    ]
 
 
 def _task_step(
     messages: Sequence[ChatMessage], task: int, asked: ChatMessage | None, delay: float
 ) -> ScriptItem:
-    """The task's next step, or its answer once :data:`PLAN` is done."""
+    """The task's next step (``asked``: a question or a note it answers first), or its
+    answer once :data:`PLAN` is done."""
     after = messages[task + 1 :]
     rounds = sum(1 for m in after if isinstance(m, ChatMessageAssistant) and m.tool_calls)
     if rounds < len(PLAN):
@@ -228,13 +257,23 @@ def _task_step(
         if asked is None:
             return dataclasses.replace(step, delay=delay)
         section = SECTIONS[rounds // 4]
-        content = (
-            f"You asked {asked.text.strip()!r}: I am writing a briefing on {TOPIC}, "
-            f"step {rounds + 1} of {len(PLAN)} (the section on {section}). Carrying on."
-        )
+        where = f"step {rounds + 1} of {len(PLAN)} (the section on {section})"
+        if _asks(asked):
+            content = (
+                f"You asked {asked.text.strip()!r}: I am writing a briefing on {TOPIC}, "
+                f"{where}. Carrying on."
+            )
+        else:
+            content = (
+                f"Noted: {asked.text.strip()!r}. I will take it into the briefing; "
+                f"carrying on with {where}."
+            )
         return dataclasses.replace(step, content=content, delay=delay)
     results = sum(1 for m in after if isinstance(m, ChatMessageTool))
     body = f"Briefing: {SUMMARY} (Steps done: {results} tool results.)"
+    notes = _notes(messages, task)
+    if notes:
+        body += " As you asked: " + " ".join(notes)
     notes = _interrupted(messages, len(messages))
     if notes:
         body += " Note: these tool calls did not finish: " + "; ".join(notes)
@@ -251,14 +290,14 @@ def demo_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) -> S
     after = messages[u + 1 :]
     if isinstance(user, ChatMessageUser) and user.source == "task":
         return _task_step(messages, u, None, 2 * slow)
-    task = _open_task(messages, u) if _asks(user) else None
-    if task is not None:  # a question while the task runs: answered with its next step
+    task = _open_task(messages, u) if not _redirects(user) else None
+    if task is not None:  # a question or a note while the task runs: taken in its next step
         answered = any(isinstance(m, ChatMessageAssistant) for m in after)
         return _task_step(messages, task, None if answered else user, 2 * slow)
     results = [m for m in after if isinstance(m, ChatMessageTool)]
     rounds = sum(1 for m in after if isinstance(m, ChatMessageAssistant) and m.tool_calls)
     if rounds == 0:
-        query = user.text.strip()[:80] or "(empty)"
+        query = _subject(user.text)
         return call(tool_call("search", query=query), content="Let me look that up.")
     last = results[-1] if results else None
     found = f"The search said: {last.text or last.error}" if last else "Nothing came back."
@@ -327,6 +366,7 @@ _STEPS = re.compile(r"in (\d+) searches")
 _STARTED = re.compile(r"^Started (\S+) \(id ([0-9a-f]+)\)")
 _ENDS = ("wait_for_agent", "kill_agent")
 """The child tools whose results tell how a child ended (its announcement is then not sent)."""
+_ANSWER = "Answer on"
 _REPORT = re.compile(r"Child (\S+) \(id [0-9a-f]+\) ([^\n]*)(?:\n\nResult:\n([^\n]*))?")
 
 
@@ -383,10 +423,19 @@ def orchestrator_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInf
     slow = min(0.5, tool_seconds() / 3)
     u = _last_user(messages)
     user = messages[u] if u >= 0 else None
-    if not isinstance(user, ChatMessageUser) or user.source not in ("task", "child"):
-        said = _describe(user) if user is not None else "Nothing yet"
-        return reply(f"{said}. The answer above stands; start me again for another.")
-    task = max(i for i, m in enumerate(messages) if getattr(m, "source", None) == "task")
+    tasks = [i for i, m in enumerate(messages) if getattr(m, "source", None) == "task"]
+    if not isinstance(user, ChatMessageUser) or not tasks:
+        return reply("Nothing to do yet: I work on the task I am started with.")
+    task = tasks[-1]
+    answer = next((m for m in messages[task:] if m.text.startswith(_ANSWER)), None)
+    heard_since = not any(isinstance(m, ChatMessageAssistant) for m in messages[u + 1 :])
+    aside = user.source not in ("task", "child") and heard_since  # the operator, or a note
+    if aside and answer is not None:
+        return reply(
+            f"{_describe(user)}. My answer is above ({answer.text.split(':', 1)[0]}); "
+            "the researchers are done, so start me again for a new task.",
+            delay=slow,
+        )
     ids = _spawned(messages[task:])
     rounds = sum(1 for m in messages[task:] if isinstance(m, ChatMessageAssistant) and m.tool_calls)
     first = RESEARCH[0][0]
@@ -414,9 +463,14 @@ def orchestrator_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInf
         call(tool_call("wait_for_agent", ids=[ids.get(STEERED, "")]), content="Waiting."),
     ]
     if rounds < len(steps):
-        return dataclasses.replace(steps[rounds], delay=slow)
+        step = steps[rounds]
+        if aside:  # taken in passing: the plan goes on
+            step = dataclasses.replace(
+                step, content=f"Noted: {user.text.strip()!r}. Going on: {step.content}"
+            )
+        return dataclasses.replace(step, delay=slow)
     heard = _heard(messages[task:])
-    body = f"Answer on {TOPIC}, from {len(heard)} researcher report(s): " + " ".join(heard)
+    body = f"{_ANSWER} {TOPIC}, from {len(heard)} researcher report(s): " + " ".join(heard)
     asked = [
         m for m in messages[task:] if isinstance(m, ChatMessageTool) and m.function == "ask_user"
     ]

@@ -320,12 +320,18 @@ def _add_verbs(add_parser: AddParser) -> None:
     )
     amount.add_argument("--all", action="store_true", help="every message")
     messages.add_argument("--full", action="store_true", help="messages raw, not summarised")
-    messages.add_argument("--child", metavar="ID", help="a child's conversation instead (see ls)")
+    messages.add_argument(
+        "--child", metavar="ID", help="a child's conversation instead (id or unique prefix)"
+    )
     send = verb("send", "send a message to an execution (read at its next step)")
     send.add_argument("text", metavar="TEXT", help="the message")
-    send.add_argument("--child", metavar="ID", help="steer this child of it instead (see ls)")
+    send.add_argument(
+        "--child", metavar="ID", help="steer this child of it instead (id or unique prefix)"
+    )
     cancel = verb("cancel", "interrupt an execution's turn (as session/cancel does)")
-    cancel.add_argument("--child", metavar="ID", help="stop this child of it instead (see ls)")
+    cancel.add_argument(
+        "--child", metavar="ID", help="stop this child of it instead (id or unique prefix)"
+    )
     answer = verb("answer", "answer the question the agent is waiting on (ask_user)")
     answer.add_argument("text", metavar="TEXT", help="the answer")
     tool = verb("cancel-tool", "cancel one running tool call; the turn goes on")

@@ -224,3 +224,21 @@ def resolve(found: list[Server], target: str | None) -> tuple[Server, Execution]
         raise CtlError(f"no execution matches {target!r} (see agent-channel-acp ls)")
     ids = ", ".join(exec_id(e) for _, e in matches)
     raise CtlError(f"{target!r} matches {len(matches)} executions ({ids}): give more of the id")
+
+
+def resolve_child(execution: Execution, child: str) -> str:
+    """The child of ``execution`` that ``child`` names, as ``resolve`` reads a target: its id,
+    or a unique prefix of one. A prefix that matches none is sent as it is (the server names
+    it unknown, or one started since the listing); one that matches several is an error."""
+    ids = [str(c.get("id", "")) for c in execution.get("children", [])]
+    if child in ids:
+        return child
+    matches = [i for i in ids if i.startswith(child)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        return child
+    raise CtlError(
+        f"{child!r} matches {len(matches)} children of {exec_id(execution)} "
+        f"({', '.join(sorted(matches))}): give more of the id"
+    )

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, NoReturn, NotRequired, TextIO, TypedDict, cast
 
 from .._sigint import run
 from ..wire._discovery import RuntimeDirError, live_records, runtime_dir
-from ._connect import CtlError, Server, ask, exec_id, reached, resolve, servers
+from ._connect import CtlError, Server, ask, exec_id, reached, resolve, resolve_child, servers
 
 if TYPE_CHECKING:
     from ..wire._frames import (
@@ -78,7 +78,10 @@ def _describe_execution(e: Execution) -> str:
     ]
     if queued := e.get("queued"):
         parts.append(f"{queued} queued")
-    if e.get("pendingApproval"):
+    waiting = e.get("pendingApprovals", [])
+    if len(waiting) > 1:
+        parts.append(f"{len(waiting)} approvals pending")
+    elif waiting or e.get("pendingApproval"):  # (a server of before the list: its one slot)
         parts.append("approval pending")
     if e.get("pendingQuestion"):
         parts.append("question pending")
@@ -89,19 +92,24 @@ def _describe_execution(e: Execution) -> str:
     line = "  ".join(parts) + f"  {e.get('title', '')}".rstrip()
     for call in e.get("runningToolCalls", []):
         line += f"\n    tool call {call.get('id', '?')}  running  {call.get('title', '')}"
+    asking = {a.get("childId") for a in waiting}
     for child in e.get("children", []):
-        line += "\n" + "  " * (child.get("depth", 1) + 1) + _describe_child(child)
+        row = _describe_child(child, asking=child.get("id") in asking)
+        line += "\n" + "  " * (child.get("depth", 1) + 1) + row
     return line.rstrip()
 
 
-def _describe_child(c: ChildEntry) -> str:
-    """A child's line under its execution (K11): indented by its depth."""
+def _describe_child(c: ChildEntry, *, asking: bool = False) -> str:
+    """A child's line under its execution (K11): indented by its depth; ``asking`` when a
+    call of its waits for an operator's approval."""
     status = str(c.get("status", "?"))
     if status == "ended":
         status = f"ended ({c.get('end') or '?'})"
     parts = [f"child {c.get('id', '?')}", status, f"{c.get('turns', 0)} turns"]
     if tokens := c.get("tokens"):
         parts.append(f"{tokens} tokens")
+    if asking:
+        parts.append("approval pending")
     return "  ".join(parts) + f"  {c.get('name', '')}"
 
 
@@ -167,6 +175,7 @@ async def messages(
         server, execution = resolve(found, target)
         params: MessagesParams = {"sessionId": exec_id(execution)}
         if child:
+            child = resolve_child(execution, child)
             params["childId"] = child
         if all_:
             params["all"] = True
@@ -263,6 +272,7 @@ async def steer_child(out: Out, target: str, child: str, text: str, *, as_json: 
     async with servers() as found:
         server, execution = resolve(found, target)
         session_id = exec_id(execution)
+        child = resolve_child(execution, child)
         params: SteerChildParams = {"sessionId": session_id, "childId": child, "text": text}
         answer = await server.ask("steer_child", params)
     outcome = str(answer.get("outcome", "?"))
@@ -285,6 +295,7 @@ async def stop_child(out: Out, target: str, child: str, *, as_json: bool) -> int
     async with servers() as found:
         server, execution = resolve(found, target)
         session_id = exec_id(execution)
+        child = resolve_child(execution, child)
         params: StopChildParams = {"sessionId": session_id, "childId": child}
         answer = await server.ask("stop_child", params)
     done = bool(answer.get("stopped"))

@@ -31,7 +31,7 @@ from acp import RequestError
 from acp.schema import PermissionOption, ToolCallUpdate
 
 from ..wire._frames import DroppedNote, SessionInfoUpdate
-from ..wire._transport import encode
+from ..wire._transport import cancel_request, encode, noting_ids
 from . import _mapping as m
 from ._items import META, Chunk, Item, Live, Target
 from ._outbox import Outbox, Shed, Text
@@ -287,7 +287,10 @@ class Binding:
         await self.flush()  # the model's narration reaches the driver first
         if not self.alive:
             return None
-        ask = asyncio.ensure_future(self.peer.request_permission(self.wire_id, request, options))
+        ids: list[object] = []
+        ask = asyncio.ensure_future(
+            noting_ids(self.peer.request_permission(self.wire_id, request, options), ids)
+        )
         gone = asyncio.ensure_future(self._gone.wait())
         try:
             await asyncio.wait({ask, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -295,6 +298,7 @@ class Binding:
             gone.cancel()
             if not ask.done():
                 ask.cancel()
+                self.withdraw_requests(ids)
         if ask.cancelled():
             return None
         error = ask.exception()
@@ -308,6 +312,18 @@ class Binding:
             )
             return False
         return getattr(ask.result(), "outcome", None)
+
+    def withdraw_requests(self, ids: list[object]) -> None:
+        """We stopped waiting for these requests (a cancel, a stop, an answer from elsewhere):
+        tell the client (``$/cancel_request``), so one that takes it closes its dialog; any
+        answer it still sends is dropped."""
+        if not self.alive:
+            return
+        for request_id in ids:
+            try:
+                self._writer.write_bytes(cancel_request(request_id))
+            except ConnectionError:
+                return
 
     # -- writing -------------------------------------------------------------------------
 

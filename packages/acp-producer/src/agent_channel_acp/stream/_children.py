@@ -24,6 +24,8 @@ from ._ring import Ring, size_of
 
 ChildEvent = ChildStarted | ChildUpdated | ChildSteered | ChildEnded
 NOTE = "_agent_channel/children"
+TITLE = 80
+"""Characters of a child's task its card's title shows."""
 
 
 def card_id(child_id: str) -> str:
@@ -58,11 +60,13 @@ class ChildCards:
 
     def __init__(
         self,
+        execution_id: str,
         ring: Ring,
         emit: Callable[[Live], None],
         cards: MutableMapping[str, Card],
         card_seq: MutableMapping[str, int],
     ) -> None:
+        self._execution_id = execution_id  # the parent of its own children
         self._ring = ring
         self._emit = emit
         self._cards = cards
@@ -151,15 +155,16 @@ class ChildCards:
 
     def _card(self, info: ChildInfo) -> None:
         tool_call_id = card_id(info.id)
-        title = f"Child {info.name}"
-        self._cards[tool_call_id] = (title, "other")
+        title = _title(info)
+        self._cards[tool_call_id] = (title, "other")  # ACP has no kind for an agent
+        parent = info.parent_id or self._execution_id
         update: dict[str, object] = {
             "sessionUpdate": "tool_call",
             "toolCallId": tool_call_id,
             "title": title,
             "kind": "other",
             "status": _status(info),
-            "rawInput": {"name": info.name, "input": info.input, "parentId": info.parent_id},
+            "rawInput": {"name": info.name, "input": info.input, "parentId": parent},
             "_meta": {f"{META}child": entry(info)},
         }
         if info.status == "ended":
@@ -179,6 +184,14 @@ class ChildCards:
             update["content"] = _content(info)
         self._ring.update_card(tool_call_id, update)
         self._emit(Live(None, update, size_of(update), keep=ended, card=tool_call_id))
+
+
+def _title(info: ChildInfo) -> str:
+    """``Child agent NAME: TASK``, the task's first line cut at :data:`TITLE` characters."""
+    task = info.input.strip().split("\n", 1)[0]
+    if len(task) > TITLE:
+        task = task[: TITLE - 1].rstrip() + "…"
+    return f"Child agent {info.name}: {task}" if task else f"Child agent {info.name}"
 
 
 def _status(info: ChildInfo) -> Literal["in_progress", "completed", "failed"]:

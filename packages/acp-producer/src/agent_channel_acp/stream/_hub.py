@@ -33,6 +33,7 @@ from agent_channel import (
     ChildEnded,
     ChildStarted,
     ChildSteered,
+    ChildToolCall,
     ChildUpdated,
     Content,
     ContentReasoning,
@@ -102,7 +103,9 @@ class Hub:
         self._fanout = self.fanout(execution_id, self._changed)
         self._emit = self._fanout.hand
         self._cards = ToolCards(self._ring, self._emit, approving=approve)
-        self._children = ChildCards(self._ring, self._emit, self._cards.cards, self._cards.card_seq)
+        self._children = ChildCards(
+            execution_id, self._ring, self._emit, self._cards.cards, self._cards.card_seq
+        )
         self.child_requests = ChildRequests(execution_id, ref, self._children)
         """The operator's reads and controls of a child (K12)."""
         self._queue = OperatorQueue(ref, self.call)
@@ -113,7 +116,7 @@ class Hub:
         # state
         self.turn_state = "idle"
         self.parked: StopReason | None = None  # waiting for an operator message, and why
-        self.pending_approval: str | None = None
+        self._approvals: dict[object, f.PendingApproval] = {}  # asked, not answered; oldest first
         self.finished: ExecutionFinished | None = None
         self.undelivered: list[f.Undelivered] = []
         self.ending: Callable[[], None] | None = None  # outer cancellation, when we started it
@@ -187,6 +190,7 @@ class Hub:
             "turnState": self.turn_state,
             "messageCount": len(self.messages()),
             "pendingApproval": self.pending_approval,
+            "pendingApprovals": list(self._approvals.values()),
             "queued": len(self._queue),
             "drivable": self.running,
             "clients": len(self._fanout.sinks),
@@ -278,13 +282,23 @@ class Hub:
             return await across(self._loop, self._approve(call))
         return await self._approve(call)
 
+    @property
+    def pending_approval(self) -> str | None:
+        """The oldest tool call waiting for an operator's approval, if any."""
+        return next((a["toolCallId"] for a in self._approvals.values()), None)
+
     async def _approve(self, call: ToolCall) -> bool:
-        self.pending_approval = call.id
+        title, _ = self._cards.asked(call)  # its card first (asked again below: once)
+        waiting: f.PendingApproval = {"toolCallId": call.id, "title": title}
+        if isinstance(call, ChildToolCall):
+            waiting["childId"] = call.child_id
+        key = object()  # each request its own entry: two may share a call id
+        self._approvals[key] = waiting
         self._changed()
         try:
             return await ask_for(call, self._cards, self._fanout)
         finally:
-            self.pending_approval = None
+            del self._approvals[key]
             self._changed()
 
     # -- events (the consumer's side) --------------------------------------------------
@@ -321,7 +335,9 @@ class Hub:
             self._turn("started")
         elif isinstance(ev, TurnEnded):
             if self.turn_state != "cancelled":  # A8: after cancelled, the next is started
-                self._turn("ended")
+                # cut short by outer cancellation (`end`, the server closing): its one end
+                # state says so, and the execution's end sends no second one
+                self._turn("cancelled" if ev.error == "cancelled" else "ended")
         elif isinstance(ev, TurnCancelled):
             self._cards.close_unfinished("cancelled")
             self._turn("cancelled")
@@ -414,11 +430,9 @@ class Hub:
         self.finished = ev
         self.parked = None
         self._cards.close_unfinished("the execution ended")
-        final = "cancelled" if ev.stop_reason == "cancelled" else self.turn_state
-        if final in ("idle", "started"):
-            final = "ended"
-        self.turn_state = final
-        self._emit(self._turn_state_note())  # A8: a final state, always
+        if self.turn_state in ("idle", "started"):  # A8: a final state, always; one per turn
+            self.turn_state = "cancelled" if ev.stop_reason == "cancelled" else "ended"
+            self._emit(self._turn_state_note())
         self.undelivered = self._queue.undelivered(ev.undelivered)
         ended: f.SessionEndedNote = {
             "stopReason": ev.stop_reason,

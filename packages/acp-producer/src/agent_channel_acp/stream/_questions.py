@@ -221,6 +221,8 @@ class Questions:
                     return Answer(q.choices[index])
             return Answer(None, reason=DECLINED)
         finally:
+            if status == "failed" and _answered(p):  # answered apart (the verb): it did not fail
+                status = "completed"
             if driver.alive:
                 done = {"sessionUpdate": "tool_call_update", "toolCallId": card_id}
                 driver.take((Live(None, {**done, "status": status}, keep=True),))
@@ -264,6 +266,12 @@ async def across(loop: asyncio.AbstractEventLoop, ask: Coroutine[Any, Any, T]) -
     except BaseException:
         future.cancel()
         raise
+
+
+def _answered(p: Pending) -> bool:
+    """Whether the question was answered (not declined, dismissed or voided)."""
+    f = p.future
+    return f.done() and not f.cancelled() and f.exception() is None and f.result().answered
 
 
 async def _left(driver: Sink) -> None:

@@ -124,6 +124,15 @@ class PendingQuestion(TypedDict):
     childId: str | None
 
 
+class PendingApproval(TypedDict):
+    """A tool call waiting for an operator's approval (A20, K9): an entry of ``list``."""
+
+    toolCallId: str
+    title: str
+    childId: NotRequired[str]
+    """The child (or grandchild) whose call it is; absent for the execution's own."""
+
+
 class Execution(TypedDict):
     """One execution a server holds: an entry of ``list``, of discovery records, of the
     picker's ``_meta``."""
@@ -134,7 +143,10 @@ class Execution(TypedDict):
     turnState: str
     messageCount: int
     pendingApproval: str | None
-    """The tool call waiting for an operator's approval (readers test it for truth)."""
+    """The oldest tool call waiting for an operator's approval (readers test it for truth)."""
+    pendingApprovals: NotRequired[list[PendingApproval]]
+    """Every tool call waiting for an operator's approval, the execution's and its
+    children's, oldest first."""
     queued: int
     drivable: bool
     clients: int

@@ -44,9 +44,10 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from ._errors import WireError
 
@@ -73,6 +74,33 @@ _ID_SCAN = 64 << 10
 COALESCE = 64 << 10
 """Bytes written within one loop iteration that wait to go out as one write; past it
 they are written at once (so what waits here stays small and backpressure shows)."""
+
+
+T = TypeVar("T")
+
+CANCEL_REQUEST = "$/cancel_request"
+"""ACP's notification that withdraws a request the peer has not answered (optional: a peer
+that does not take it ignores it)."""
+
+_sent: ContextVar[list[Any] | None] = ContextVar("agent_channel_acp_sent", default=None)
+
+
+async def noting_ids(request: Awaitable[T], ids: list[Any]) -> T:
+    """Await ``request`` (an SDK call that sends requests from this task), appending to
+    ``ids`` the JSON-RPC id of each request it writes: what :func:`cancel_request` names."""
+    token = _sent.set(ids)
+    try:
+        return await request
+    finally:
+        _sent.reset(token)
+
+
+def cancel_request(request_id: object) -> bytes:
+    """The ``$/cancel_request`` frame (newline included) for a request we sent."""
+    return (
+        encode({"jsonrpc": "2.0", "method": CANCEL_REQUEST, "params": {"requestId": request_id}})
+        + b"\n"
+    )
 
 
 @dataclass(slots=True)
@@ -146,6 +174,8 @@ class LineTransport:
         if is_response and isinstance(ours, int) and ours in self._unanswered:
             message = {**message, "id": self._unanswered.pop(ours)[0]}
             self._answered.set()
+        elif ours is not None and "method" in message and (sent := _sent.get()) is not None:
+            sent.append(ours)  # a request of ours: its id, for a later $/cancel_request
         try:
             self.write_frame(message)
             self._flush_pending()

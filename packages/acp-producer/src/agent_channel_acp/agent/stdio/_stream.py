@@ -18,6 +18,7 @@ two subclasses chosen at construction instead of ``if`` branches in the shared c
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Protocol
 from uuid import uuid4
@@ -41,6 +42,7 @@ from ...stream._fanout import Direct
 from ...stream._hub import Hub
 from ...stream._items import Live, Target
 from ...stream._outbox import Shed
+from ...wire._transport import noting_ids
 
 log = logging.getLogger("agent_channel_acp")
 
@@ -138,8 +140,14 @@ class StdioBinding(Binding):
     ) -> object | None:
         """The client's answer; a request that fails counts as a rejection (S10)."""
         await self.flush()  # the card (and the narration) first
+        ids: list[object] = []
         try:
-            resp = await self.peer.request_permission(self.wire_id, request, options)
+            resp = await noting_ids(
+                self.peer.request_permission(self.wire_id, request, options), ids
+            )
+        except asyncio.CancelledError:  # a cancel abandons it (S10): the client is told
+            self.withdraw_requests(ids)
+            raise
         except (RequestError, ConnectionError, ValueError) as e:
             log.warning("session %s: permission request failed (%s); rejecting", self.wire_id, e)
             return False

@@ -43,7 +43,7 @@ def entry_markup(entry: Entry, *, selected: bool = False) -> str:
         style = _STATUS_STYLE.get(entry.status, "")
         mark = "▶ " if selected else ""
         head = f"{mark}[b {style}]{entry.label}[/] [b]{escape(entry.title)}[/]"
-        if entry.tool_kind:
+        if entry.tool_kind and entry.tool_kind != "other":  # "other" says nothing
             head += f" [dim]({escape(entry.tool_kind)})[/]"
         lines = [head]
         if entry.args is not None:
