@@ -365,7 +365,7 @@ async def test_screenshot_of_the_console_mid_run(rt: Path, tmp_path: Path) -> No
             await until(
                 pilot,
                 "the redirect's tool",
-                lambda: (c := running_card(app)) and "plan" in c.entry.title,
+                lambda: (c := running_card(app)) and "operator consoles" in c.entry.title,
             )
             await type_and_send(pilot, "Also add a section on pricing.")
             await until(pilot, "the server's queue", lambda: app.state.mine_queued())
