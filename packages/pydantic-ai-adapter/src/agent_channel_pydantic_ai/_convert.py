@@ -1,0 +1,132 @@
+"""pydantic-ai's messages seen as the core's, for operators, and the history's repair.
+
+The history (pydantic-ai's ``ModelMessage`` list) is what the model reads and what a
+restart restores; the core's conversation is what every operator surface shows. Only the
+adapter writes either: parts are shown once each, as they appear.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+
+from agent_channel import (
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageSystem,
+    ChatMessageTool,
+    ChatMessageUser,
+    ToolCall,
+)
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+
+def calls_of(response: ModelResponse) -> tuple[ToolCall, ...]:
+    """The response's tool calls, as the core's (arguments as a dict, however streamed)."""
+    return tuple(
+        ToolCall(id=p.tool_call_id, name=p.tool_name, arguments=p.args_as_dict())
+        for p in response.parts
+        if isinstance(p, ToolCallPart)
+    )
+
+
+def assistant(response: ModelResponse, message_id: str) -> ChatMessageAssistant:
+    """The response as the core's assistant message (its text and its tool calls)."""
+    text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+    return ChatMessageAssistant(
+        id=message_id, content=text, tool_calls=calls_of(response), model=response.model_name
+    )
+
+
+def request_parts(
+    request: ModelRequest, users: list[ChatMessageUser]
+) -> Iterator[ChatMessage]:
+    """What one request part by part adds to the core's conversation.
+
+    A user prompt is the operator's message it came from (``users``, oldest first, taken
+    as it is shown: its id and source kept) when their texts match; any other (an author's
+    own) is shown as it is.
+    """
+    for part in request.parts:
+        if isinstance(part, SystemPromptPart):
+            yield ChatMessageSystem(content=part.content)
+        elif isinstance(part, UserPromptPart):
+            text = part.content if isinstance(part.content, str) else str(part.content)
+            if users and users[0].text == text:
+                yield users.pop(0)
+            else:
+                yield ChatMessageUser(content=text)
+        elif isinstance(part, ToolReturnPart):
+            yield ChatMessageTool(
+                tool_call_id=part.tool_call_id,
+                function=part.tool_name,
+                content=part.model_response_str(),
+            )
+        elif isinstance(part, RetryPromptPart) and part.tool_name is not None:
+            yield ChatMessageTool(
+                tool_call_id=part.tool_call_id,
+                function=part.tool_name,
+                content=part.model_response(),
+                error=part.model_response(),
+            )
+
+
+def unanswered(history: Sequence[ModelMessage]) -> list[ToolCallPart]:
+    """The tool calls of the last response that no later request answers."""
+    at = next(
+        (i for i in range(len(history) - 1, -1, -1) if isinstance(history[i], ModelResponse)),
+        None,
+    )
+    if at is None:
+        return []
+    response = history[at]
+    assert isinstance(response, ModelResponse)
+    answered = {
+        p.tool_call_id
+        for m in history[at + 1 :]
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart | RetryPromptPart)
+    }
+    return [
+        p for p in response.parts if isinstance(p, ToolCallPart) and p.tool_call_id not in answered
+    ]
+
+
+def repair_history(history: list[ModelMessage], text: str) -> list[ToolReturnPart]:
+    """Give each tool call the last response left unanswered a result reading ``text``, in
+    the request that follows it (made if there is none); returns the results added."""
+    missing = unanswered(history)
+    if not missing:
+        return []
+    results = [
+        ToolReturnPart(tool_name=p.tool_name, content=text, tool_call_id=p.tool_call_id)
+        for p in missing
+    ]
+    last = history[-1] if history else None
+    if isinstance(last, ModelRequest):
+        history[-1] = replace(last, parts=[*last.parts, *results])
+    else:
+        history.append(ModelRequest(parts=list(results)))
+    return results
+
+
+def with_prompt(history: list[ModelMessage], texts: Sequence[str]) -> None:
+    """Add the operator's ``texts`` as user prompts of the request the next model call sends:
+    the trailing request (after its tool results) or a new one."""
+    parts = [UserPromptPart(t) for t in texts]
+    last = history[-1] if history else None
+    if isinstance(last, ModelRequest):
+        history[-1] = replace(last, parts=[*last.parts, *parts])
+    else:
+        history.append(ModelRequest(parts=list(parts)))

@@ -1,0 +1,131 @@
+"""pydantic-ai agents for the ACP suites: plain ``pydantic_ai.Agent`` objects (no wrapper),
+served by ``--agent pai_agents:NAME`` through the adapter the producer finds by entry point.
+
+Their model is pydantic-ai's own ``FunctionModel``, streaming, following the keywords of
+``agents.attach_script`` on the last user prompt: ``gate=NAME`` / ``gates=A,B`` (wait at
+test gates), ``block`` (a tool that waits until cancelled), ``quick``, ``say=WORD``,
+``hang`` (stream a piece, then never finish), ``ask`` (the ``ask_user`` tool), anything
+else ``echo: <text>``. After the tools of a prompt it answers ``results: ...``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+from agent_channel_pydantic_ai import ask_user
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    RetryPromptPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+
+GATES_ENV = "AGENT_CHANNEL_TEST_GATES"
+
+
+def _since_prompt(messages: list[ModelMessage]) -> tuple[str, list[str]]:
+    """The last user prompt's text and the tool results after it."""
+    text, results = "", []
+    for m in messages:
+        if not isinstance(m, ModelRequest):
+            continue
+        for p in m.parts:
+            if isinstance(p, UserPromptPart):
+                text, results = str(p.content), []
+            elif isinstance(p, ToolReturnPart):
+                results.append(str(p.content))
+            elif isinstance(p, RetryPromptPart):
+                results.append(p.model_response())
+    return text, results
+
+
+def _calls(*calls: tuple[str, dict[str, object]]) -> DeltaToolCalls:
+    return {
+        i: DeltaToolCall(name=name, json_args=json.dumps(args), tool_call_id=f"{name}-{os.urandom(4).hex()}")
+        for i, (name, args) in enumerate(calls)
+    }
+
+
+async def script(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+    text, results = _since_prompt(messages)
+    words = text.split()
+    if results:
+        yield "results: " + "; ".join(results)
+        return
+    for w in words:
+        if w.startswith("gate="):
+            yield _calls(("gate", {"name": w[5:]}))
+            return
+        if w.startswith("gates="):
+            a, b = w[6:].split(",")
+            yield _calls(("gate", {"name": a}), ("gate", {"name": b}))
+            return
+        if w.startswith("say="):
+            yield w[4:]
+            return
+    if "block" in words:
+        yield _calls(("block", {"why": text}))
+        return
+    if "quick" in words:
+        yield _calls(("quick", {"why": text}))
+        return
+    if "ask" in words:
+        yield _calls(("ask_user", {"question": "which colour?", "choices": ["red", "blue"]}))
+        return
+    if "hang" in words:
+        yield "thinking about it"
+        await anyio.sleep_forever()
+    if "inspect" in words:
+        yield json.dumps([str(getattr(p, "content", "")) for m in messages for p in m.parts])
+        return
+    yield f"echo: {text}"
+
+
+async def gate(name: str) -> str:
+    """Wait until the test opens the gate (creates a file named ``name``).
+
+    Args:
+        name: The gate's name.
+    """
+    path = Path(os.environ[GATES_ENV]) / name
+    while not path.exists():  # noqa: ASYNC110 (the test process cannot set an in-process event)
+        await anyio.sleep(0.01)
+    return f"gate {name} opened"
+
+
+async def block(why: str) -> str:
+    """Wait until cancelled.
+
+    Args:
+        why: The prompt that asked for it.
+    """
+    await anyio.sleep_forever()
+    return "unreachable"
+
+
+async def quick(why: str) -> str:
+    """Answer at once.
+
+    Args:
+        why: The prompt that asked for it.
+    """
+    return "done"
+
+
+agent = Agent(
+    FunctionModel(stream_function=script, model_name="function"),
+    system_prompt="You are a test agent.",
+    tools=[gate, block, quick, ask_user],
+    name="pai-test",
+)
+"""The suites' pydantic-ai agent, as an author would write it."""
+
+not_an_agent = object()
+"""F8: an object nothing can serve."""
