@@ -28,6 +28,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 GATES_ENV = "AGENT_CHANNEL_TEST_GATES"
+CUT = "Tool call "
+"""How the results the adapter writes for stopped calls begin (cancelled, rejected, cut off)."""
 
 
 def _since_prompt(messages: list[ModelMessage]) -> tuple[str, list[str]]:
@@ -39,21 +41,26 @@ def _since_prompt(messages: list[ModelMessage]) -> tuple[str, list[str]]:
         for p in m.parts:
             if isinstance(p, UserPromptPart):
                 text, results = str(p.content), []
-            elif isinstance(p, ToolReturnPart):
-                results.append(str(p.content))
+            elif isinstance(p, ToolReturnPart):  # as agents.attach_script: "text (error)"
+                content = str(p.content)
+                results.append(f"{content} ({content if content.startswith(CUT) else None})")
             elif isinstance(p, RetryPromptPart):
-                results.append(p.model_response())
+                results.append(f"{p.model_response()} (failed)")
     return text, results
 
 
 def _calls(*calls: tuple[str, dict[str, object]]) -> DeltaToolCalls:
     return {
-        i: DeltaToolCall(name=name, json_args=json.dumps(args), tool_call_id=f"{name}-{os.urandom(4).hex()}")
+        i: DeltaToolCall(
+            name=name, json_args=json.dumps(args), tool_call_id=f"{name}-{os.urandom(4).hex()}"
+        )
         for i, (name, args) in enumerate(calls)
     }
 
 
-async def script(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+async def script(
+    messages: list[ModelMessage], info: AgentInfo
+) -> AsyncIterator[str | DeltaToolCalls]:
     text, results = _since_prompt(messages)
     words = text.split()
     if results:

@@ -13,7 +13,6 @@ from dataclasses import replace
 from agent_channel import (
     ChatMessage,
     ChatMessageAssistant,
-    ChatMessageSystem,
     ChatMessageTool,
     ChatMessageUser,
     ToolCall,
@@ -48,22 +47,21 @@ def assistant(response: ModelResponse, message_id: str) -> ChatMessageAssistant:
     )
 
 
-def request_parts(
-    request: ModelRequest, users: list[ChatMessageUser]
-) -> Iterator[ChatMessage]:
+def request_parts(request: ModelRequest, ours: list[str]) -> Iterator[ChatMessage]:
     """What one request part by part adds to the core's conversation.
 
-    A user prompt is the operator's message it came from (``users``, oldest first, taken
-    as it is shown: its id and source kept) when their texts match; any other (an author's
-    own) is shown as it is.
+    The operators' messages were shown as they were taken: a user prompt whose text is the
+    oldest of ``ours`` is that one (taken off the list); any other (an author's own) is
+    shown. System prompts are not shown: pydantic-ai builds them at the first request, after
+    the operator's first message is shown, and no public name gives them earlier.
     """
     for part in request.parts:
         if isinstance(part, SystemPromptPart):
-            yield ChatMessageSystem(content=part.content)
-        elif isinstance(part, UserPromptPart):
+            continue
+        if isinstance(part, UserPromptPart):
             text = part.content if isinstance(part.content, str) else str(part.content)
-            if users and users[0].text == text:
-                yield users.pop(0)
+            if ours and ours[0] == text:
+                ours.pop(0)
             else:
                 yield ChatMessageUser(content=text)
         elif isinstance(part, ToolReturnPart):

@@ -94,7 +94,10 @@ class _Run:
         self.conv = Conversation(ch)
         self.history: list[ModelMessage] = []
         self.shown: list[int] = []  # per request of the history: how many parts are shown
-        self.users: list[ChatMessageUser] = []  # taken, not yet in a request the model read
+        self.users: list[ChatMessageUser] = []  # taken, not yet in a run
+        self.ours: list[str] = []  # prompts shown, not yet seen in a request
+        self.unsent: list[str] = []  # shown, but their run ended before a request took them
+        self.live: Any = None  # the pydantic-ai run in progress (its history, interrupted)
         self.tools = Channelled(ch)
         self.output: object = None
 
@@ -122,6 +125,7 @@ class _Run:
                 with ch.scope():
                     await self.prompt(resume)
             except AgentInterrupted as e:
+                self.settle()
                 # Let producers act on the cancel (answer their client) before the repair.
                 await anyio.lowlevel.checkpoint()
                 await self.stop(fold(ch.drain()), e.cancel.reason)
@@ -132,17 +136,21 @@ class _Run:
         request), driven to its end node by node."""
         history = self.history
         prompt: str | None = None
-        texts = [u.text for u in self.users]
+        texts = [*self.unsent, *(u.text for u in self.users)]
+        self.users.clear()
+        self.unsent.clear()
         if history:
             if texts:
                 with_prompt(history, texts)
+                self.ours.extend(texts)
         elif texts:
             prompt = "\n\n".join(texts)  # a first run: the agent's system prompt comes first
-            self.users[:] = [_joined(self.users, prompt)]
+            self.ours.append(prompt)
         options: dict[str, Any] = {"model": self.model} if self.model else {}
         async with self.agent.iter(
             prompt, message_history=history or None, capabilities=[self.tools], **options
         ) as run:
+            self.live = run
             node = run.next_node
             while not Agent.is_end_node(node):
                 if Agent.is_model_request_node(node):
@@ -167,8 +175,8 @@ class _Run:
                         self.history = run.all_messages()
                         self.checkpoint()  # ahead of its tool calls: a restart knows them
                 node = await run.next(node)
-            self.history = run.all_messages()
-            self.sync(self.history)
+            self.live = None
+            self.sync(run.all_messages())
             self.output = node.data.output
             self.ch.stop_reason = "end_turn"
             self.checkpoint()
@@ -176,16 +184,27 @@ class _Run:
     # -- pieces ------------------------------------------------------------------------
 
     def take(self, folded: Folded) -> None:
-        """Messages drained, held until the model's request carries them (then shown)."""
+        """Messages drained: shown now (as the ReAct loop does), given to the next run."""
         self.users.extend(folded.messages)
+        self.conv.extend(folded.messages)
 
     def feed(self, run: Any) -> None:
-        """Before a model request: what operators queued since, handed to pydantic-ai's
-        own queue for this very request (after its tool results), in post order."""
+        """Before a model request: what operators queued since, shown and handed to
+        pydantic-ai's own queue for this very request (after its tool results), in order."""
         folded = fold(self.ch.drain())  # inside the scope a Cancel stays for the scope
-        self.take(folded)
+        self.conv.extend(folded.messages)
         for m in folded.messages:
+            self.ours.append(m.text)
             run.enqueue(m.text)
+
+    def settle(self) -> None:
+        """After an interrupt: the history as the cancelled run left it; the operators'
+        messages it never sent to the model go with the next run (each exactly once)."""
+        run, self.live = self.live, None
+        if run is not None:
+            self.sync(run.all_messages())
+        self.unsent.extend(self.ours)
+        self.ours.clear()
 
     def sync(self, history: list[ModelMessage]) -> None:
         """Show the requests' parts not shown yet (responses are shown as they stream)."""
@@ -196,7 +215,7 @@ class _Run:
             if isinstance(message, ModelRequest) and len(message.parts) > shown[i]:
                 fresh = ModelRequest(parts=list(message.parts[shown[i] :]))
                 shown[i] = len(message.parts)
-                self.conv.extend(request_parts(fresh, self.users))
+                self.conv.extend(request_parts(fresh, self.ours))
 
     async def stop(self, folded: Folded, reason: CancelReason) -> None:
         """After an interrupt: repair both conversations, then the redirect or a wait."""
@@ -249,10 +268,3 @@ class _Run:
         if restored.wait or parked is not None:
             return False  # parks at the loop's top (live) until a message comes
         return bool(self.history) and isinstance(self.history[-1], ModelRequest)
-
-
-def _joined(users: list[ChatMessageUser], text: str) -> ChatMessageUser:
-    """The first run's one prompt, shown as the message it is (one message, one id)."""
-    if len(users) == 1:
-        return users[0]
-    return ChatMessageUser(id=users[0].id, content=text, source=users[0].source)

@@ -81,9 +81,7 @@ def agent_channel_cancelled() -> type[BaseException]:
     return anyio.get_cancelled_exc_class()
 
 
-def _finished(
-    ch: AgentChannel, tc: ToolCall, status: Any, content: str, error: str | None
-) -> None:
+def _finished(ch: AgentChannel, tc: ToolCall, status: Any, content: str, error: str | None) -> None:
     if ch.observed:
         ch.publish(
             ToolCallFinished(
