@@ -178,7 +178,6 @@ class _Run:
             self.live = None
             self.sync(run.all_messages())
             self.output = node.data.output
-            self.ch.stop_reason = "end_turn"
             self.checkpoint()
 
     # -- pieces ------------------------------------------------------------------------
