@@ -21,11 +21,22 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
+    ModelResponse,
     RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.models.function import (
+    AgentInfo,
+    DeltaThinkingCalls,
+    DeltaThinkingPart,
+    DeltaToolCall,
+    DeltaToolCalls,
+    FunctionModel,
+)
 
 GATES_ENV = "AGENT_CHANNEL_TEST_GATES"
 CUT = "Tool call "
@@ -40,7 +51,13 @@ def _since_prompt(messages: list[ModelMessage]) -> tuple[str, list[str]]:
             continue
         for p in m.parts:
             if isinstance(p, UserPromptPart):
-                text, results = str(p.content), []
+                content = p.content
+                text = (
+                    content
+                    if isinstance(content, str)
+                    else "".join(c for c in content if isinstance(c, str))
+                )
+                results = []
             elif isinstance(p, ToolReturnPart):  # as agents.attach_script: "text (error)"
                 content = str(p.content)
                 results.append(f"{content} ({content if content.startswith(CUT) else None})")
@@ -58,9 +75,41 @@ def _calls(*calls: tuple[str, dict[str, object]]) -> DeltaToolCalls:
     }
 
 
+def summary(messages: list[ModelMessage]) -> list[dict[str, object]]:
+    """What the model read, as ``agents.summary`` reports the ReAct model's input: roles,
+    texts, tool calls by name, results with their error."""
+    out: list[dict[str, object]] = []
+    for m in messages:
+        if isinstance(m, ModelResponse):
+            text = "".join(p.content for p in m.parts if isinstance(p, TextPart))
+            entry: dict[str, object] = {"role": "assistant", "text": text}
+            calls = [p.tool_name for p in m.parts if isinstance(p, ToolCallPart)]
+            if calls:
+                entry["tool_calls"] = calls
+            out.append(entry)
+            continue
+        for p in m.parts:
+            if isinstance(p, SystemPromptPart):
+                out.append({"role": "system", "text": p.content})
+            elif isinstance(p, UserPromptPart):
+                if isinstance(p.content, str):
+                    out.append({"role": "user", "text": p.content})
+                else:
+                    kinds = ["text" if isinstance(c, str) else "image" for c in p.content]
+                    text = "".join(c for c in p.content if isinstance(c, str))
+                    out.append({"role": "user", "text": text, "parts": kinds})
+            elif isinstance(p, ToolReturnPart):
+                content = str(p.content)
+                error = None
+                if content.startswith(CUT):  # as the ReAct loop's repair marks its own
+                    error = "cancelled" if "cancelled" in content else content
+                out.append({"role": "tool", "text": content, "error": error})
+    return out
+
+
 async def script(
     messages: list[ModelMessage], info: AgentInfo
-) -> AsyncIterator[str | DeltaToolCalls]:
+) -> AsyncIterator[str | DeltaToolCalls | DeltaThinkingCalls]:
     text, results = _since_prompt(messages)
     words = text.split()
     if results:
@@ -77,12 +126,11 @@ async def script(
         if w.startswith("say="):
             yield w[4:]
             return
-    if "block" in words:
-        yield _calls(("block", {"why": text}))
-        return
-    if "quick" in words:
-        yield _calls(("quick", {"why": text}))
-        return
+    for name in ("block", "quick"):  # as agents.script: a text, then the call
+        if name in words:
+            yield f"calling {name}"
+            yield _calls((name, {"why": text}))
+            return
     if "ask" in words:
         yield _calls(("ask_user", {"question": "which colour?", "choices": ["red", "blue"]}))
         return
@@ -90,8 +138,14 @@ async def script(
         yield "thinking about it"
         await anyio.sleep_forever()
     if "inspect" in words:
-        yield json.dumps([str(getattr(p, "content", "")) for m in messages for p in m.parts])
+        yield json.dumps(summary(messages))
         return
+    if "think" in words:
+        yield {0: DeltaThinkingPart(content="pondering")}
+        yield "thought about it"
+        return
+    if "crash" in words:
+        raise RuntimeError("scripted crash")
     yield f"echo: {text}"
 
 

@@ -7,6 +7,7 @@ adapter writes either: parts are shown once each, as they appear.
 
 from __future__ import annotations
 
+from base64 import b64decode
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
@@ -15,19 +16,60 @@ from agent_channel import (
     ChatMessageAssistant,
     ChatMessageTool,
     ChatMessageUser,
+    Content,
+    ContentImage,
+    ContentReasoning,
+    ContentResource,
+    ContentResourceLink,
+    ContentText,
     ToolCall,
 )
 from pydantic_ai.messages import (
+    BinaryContent,
+    ImageUrl,
     ModelMessage,
     ModelRequest,
     ModelResponse,
     RetryPromptPart,
     SystemPromptPart,
     TextPart,
+    ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
+    UserContent,
     UserPromptPart,
 )
+
+Prompt = str | list[UserContent]
+"""One user prompt's content: its text, or its parts when it has more than text."""
+
+
+def user_content(message: ChatMessageUser) -> Prompt:
+    """An operator's message as pydantic-ai's user content: text as text, an image as an
+    image (inline data or its URL), a resource as the text the model can read of it."""
+    if isinstance(message.content, str):
+        return message.content
+    out: list[UserContent] = []
+    for part in message.content:
+        if isinstance(part, ContentText):
+            out.append(part.text)
+        elif isinstance(part, ContentImage):
+            if part.data is not None:
+                out.append(BinaryContent(data=b64decode(part.data), media_type=part.mime_type))
+            elif part.uri is not None:
+                out.append(ImageUrl(url=part.uri))
+        elif isinstance(part, ContentResourceLink):
+            out.append(f"[resource {part.name}: {part.uri}]")
+        elif isinstance(part, ContentResource):
+            out.append(f"[resource {part.uri}]\n{part.text or ''}")
+    return "".join(out) if all(isinstance(c, str) for c in out) else out
+
+
+def text_of(content: str | Sequence[object]) -> str:
+    """The texts of a prompt's content, joined: how a prompt is matched to its message."""
+    if isinstance(content, str):
+        return content
+    return "".join(c for c in content if isinstance(c, str))
 
 
 def calls_of(response: ModelResponse) -> tuple[ToolCall, ...]:
@@ -42,12 +84,16 @@ def calls_of(response: ModelResponse) -> tuple[ToolCall, ...]:
 def assistant(response: ModelResponse, message_id: str) -> ChatMessageAssistant:
     """The response as the core's assistant message (its text and its tool calls)."""
     text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+    thought = "".join(p.content for p in response.parts if isinstance(p, ThinkingPart))
+    content: str | tuple[Content, ...] = text
+    if thought:  # kept apart from the answer, as every client shows it
+        content = (ContentReasoning(reasoning=thought), ContentText(text=text))
     return ChatMessageAssistant(
-        id=message_id, content=text, tool_calls=calls_of(response), model=response.model_name
+        id=message_id, content=content, tool_calls=calls_of(response), model=response.model_name
     )
 
 
-def request_parts(request: ModelRequest, ours: list[str]) -> Iterator[ChatMessage]:
+def request_parts(request: ModelRequest, ours: list[tuple[str, Prompt]]) -> Iterator[ChatMessage]:
     """What one request part by part adds to the core's conversation.
 
     The operators' messages were shown as they were taken: a user prompt whose text is the
@@ -59,8 +105,8 @@ def request_parts(request: ModelRequest, ours: list[str]) -> Iterator[ChatMessag
         if isinstance(part, SystemPromptPart):
             continue
         if isinstance(part, UserPromptPart):
-            text = part.content if isinstance(part.content, str) else str(part.content)
-            if ours and ours[0] == text:
+            text = text_of(part.content)
+            if ours and ours[0][0] == text:
                 ours.pop(0)
             else:
                 yield ChatMessageUser(content=text)
@@ -119,10 +165,10 @@ def repair_history(history: list[ModelMessage], text: str) -> list[ToolReturnPar
     return results
 
 
-def with_prompt(history: list[ModelMessage], texts: Sequence[str]) -> None:
-    """Add the operator's ``texts`` as user prompts of the request the next model call sends:
-    the trailing request (after its tool results) or a new one."""
-    parts = [UserPromptPart(t) for t in texts]
+def with_prompt(history: list[ModelMessage], prompts: Sequence[Prompt]) -> None:
+    """Add the operator's ``prompts`` as user prompts of the request the next model call
+    sends: the trailing request (after its tool results) or a new one."""
+    parts = [UserPromptPart(p) for p in prompts]
     last = history[-1] if history else None
     if isinstance(last, ModelRequest):
         history[-1] = replace(last, parts=[*last.parts, *parts])

@@ -16,6 +16,7 @@ checkpointed through pydantic-ai's own serialisation at each request (F6).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -39,14 +40,26 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelRequest,
+    ModelResponse,
     PartDeltaEvent,
     PartStartEvent,
     TextPart,
     TextPartDelta,
+    ThinkingPart,
     ThinkingPartDelta,
+    UserPromptPart,
 )
 
-from ._convert import assistant, repair_history, request_parts, unanswered, with_prompt
+from ._convert import (
+    Prompt,
+    assistant,
+    repair_history,
+    request_parts,
+    text_of,
+    unanswered,
+    user_content,
+    with_prompt,
+)
 from ._tools import Channelled
 
 CANCELLED: dict[CancelReason, str] = {
@@ -95,8 +108,11 @@ class _Run:
         self.history: list[ModelMessage] = []
         self.shown: list[int] = []  # per request of the history: how many parts are shown
         self.users: list[ChatMessageUser] = []  # taken, not yet in a run
-        self.ours: list[str] = []  # prompts shown, not yet seen in a request
-        self.unsent: list[str] = []  # shown, but their run ended before a request took them
+        self.ours: list[tuple[str, Prompt]] = []  # shown, not yet in a request
+        self.unsent: list[Prompt] = []  # shown; their run ended before sending them
+        self.later: list[Prompt] = []  # a first run's prompts after its first (shown)
+        self.fresh: list[Prompt] = []  # given to pydantic-ai since the last model call began
+        self.streaming: int | None = None  # a response streams: the history's length before
         self.live: Any = None  # the pydantic-ai run in progress (its history, interrupted)
         self.tools = Channelled(ch)
         self.output: object = None
@@ -113,7 +129,7 @@ class _Run:
                     await self.stop(folded, folded.cancel.reason)
                     continue
                 self.take(folded)
-                if not self.users:
+                if not (self.users or self.unsent):
                     if not ch.is_live:
                         ch.stop_reason = "end_turn"
                         self.checkpoint()
@@ -135,20 +151,22 @@ class _Run:
         """One pydantic-ai run: the taken messages (or, restored, the history's own next
         request), driven to its end node by node."""
         history = self.history
-        prompt: str | None = None
-        texts = [*self.unsent, *(u.text for u in self.users)]
+        prompts = [*self.unsent, *(user_content(u) for u in self.users)]
         self.users.clear()
         self.unsent.clear()
+        first: Prompt | None = None
         if history:
-            if texts:
-                with_prompt(history, texts)
-                self.ours.extend(texts)
-        elif texts:
-            prompt = "\n\n".join(texts)  # a first run: the agent's system prompt comes first
-            self.ours.append(prompt)
+            if prompts:
+                with_prompt(history, prompts)
+                self.ours.extend((text_of(p), p) for p in prompts)
+                self.fresh.extend(prompts)
+        elif prompts:  # a first run: the agent's system prompt comes first
+            first, *self.later = prompts  # each its own prompt, the later ones enqueued
+            self.ours.append((text_of(first), first))
+            self.fresh.append(first)
         options: dict[str, Any] = {"model": self.model} if self.model else {}
         async with self.agent.iter(
-            prompt, message_history=history or None, capabilities=[self.tools], **options
+            first, message_history=history or None, capabilities=[self.tools], **options
         ) as run:
             self.live = run
             node = run.next_node
@@ -158,12 +176,16 @@ class _Run:
                     async with node.stream(run.ctx) as stream:
                         self.sync(run.all_messages())
                         self.checkpoint()
+                        self.streaming = len(run.all_messages())
+                        self.fresh.clear()  # sent: the model has read them
                         with self.conv.model_call(self.model_name()) as call:
                             async for event in stream:
-                                if isinstance(event, PartStartEvent) and isinstance(
-                                    event.part, TextPart
-                                ):
-                                    call.text(event.part.content)
+                                if isinstance(event, PartStartEvent):
+                                    part = event.part
+                                    if isinstance(part, TextPart):
+                                        call.text(part.content)
+                                    elif isinstance(part, ThinkingPart):
+                                        call.reasoning(part.content)
                                 elif isinstance(event, PartDeltaEvent):
                                     delta = event.delta
                                     if isinstance(delta, TextPartDelta):
@@ -172,6 +194,7 @@ class _Run:
                                         call.reasoning(delta.content_delta or "")
                             response = stream.response
                             call.finish(assistant(response, call.message_id))
+                        self.streaming = None
                         self.history = run.all_messages()
                         self.checkpoint()  # ahead of its tool calls: a restart knows them
                 node = await run.next(node)
@@ -192,18 +215,31 @@ class _Run:
         pydantic-ai's own queue for this very request (after its tool results), in order."""
         folded = fold(self.ch.drain())  # inside the scope a Cancel stays for the scope
         self.conv.extend(folded.messages)
-        for m in folded.messages:
-            self.ours.append(m.text)
-            run.enqueue(m.text)
+        later, self.later = self.later, []
+        for content in [*later, *(user_content(m) for m in folded.messages)]:
+            self.ours.append((text_of(content), content))
+            self.fresh.append(content)
+            run.enqueue(*([content] if isinstance(content, str) else content))
 
     def settle(self) -> None:
-        """After an interrupt: the history as the cancelled run left it; the operators'
-        messages it never sent to the model go with the next run (each exactly once)."""
+        """After an interrupt: the history as the cancelled run left it, less what the model
+        was never sent (a response cut off; prompts fed after the last model call began,
+        which pydantic-ai may have recorded): those go with the next run, each once, and
+        count as the redirect that came with the interrupt."""
         run, self.live = self.live, None
         if run is not None:
-            self.sync(run.all_messages())
-        self.unsent.extend(self.ours)
+            history = list(run.all_messages())
+            if self.streaming is not None:  # a response cut off: nothing partial is kept
+                history = history[: self.streaming]
+            elif self.fresh:
+                history = _unsent(history, {text_of(c) for c in self.fresh})
+            self.sync([m for m in history if not _empty(m)])
+        self.streaming = None
+        self.fresh.clear()
+        self.unsent.extend(content for _, content in self.ours)
+        self.unsent.extend(self.later)
         self.ours.clear()
+        self.later.clear()
 
     def sync(self, history: list[ModelMessage]) -> None:
         """Show the requests' parts not shown yet (responses are shown as they stream)."""
@@ -219,7 +255,8 @@ class _Run:
     async def stop(self, folded: Folded, reason: CancelReason) -> None:
         """After an interrupt: repair both conversations, then the redirect or a wait."""
         self.repair(CANCELLED[reason])
-        if not folded.messages and not folded.other and self.ch.is_live:
+        redirect = folded.messages or folded.other or self.unsent  # came with the interrupt
+        if not redirect and self.ch.is_live:
             self.checkpoint("cancelled")  # a restart waits again
             folded = await wait_for_message(self.ch, "cancelled")
         self.take(folded)
@@ -267,3 +304,23 @@ class _Run:
         if restored.wait or parked is not None:
             return False  # parks at the loop's top (live) until a message comes
         return bool(self.history) and isinstance(self.history[-1], ModelRequest)
+
+
+def _empty(message: ModelMessage) -> bool:
+    return isinstance(message, ModelRequest) and not message.parts
+
+
+def _unsent(history: list[ModelMessage], texts: set[str]) -> list[ModelMessage]:
+    """``history`` without the user prompts reading ``texts`` after its last response."""
+    last = max((i for i, m in enumerate(history) if isinstance(m, ModelResponse)), default=-1)
+    out = history[: last + 1]
+    for m in history[last + 1 :]:
+        if isinstance(m, ModelRequest):
+            parts = [
+                p
+                for p in m.parts
+                if not (isinstance(p, UserPromptPart) and text_of(p.content) in texts)
+            ]
+            m = replace(m, parts=parts)
+        out.append(m)
+    return out
