@@ -188,5 +188,8 @@ agent = Agent(
 )
 """The suites' pydantic-ai agent, as an author would write it."""
 
+plain = Agent(FunctionModel(stream_function=script, model_name="function"), name="plain")
+"""No tools: what ``--model test`` (pydantic-ai's TestModel, which calls every tool) runs."""
+
 not_an_agent = object()
 """F8: an object nothing can serve."""

@@ -106,7 +106,7 @@ class _Run:
         self.ch = ch
         self.conv = Conversation(ch)
         self.history: list[ModelMessage] = []
-        self.shown: list[int] = []  # per request of the history: how many parts are shown
+        self.shown: set[tuple[str, ...]] = set()  # the request parts shown, by key (_key)
         self.users: list[ChatMessageUser] = []  # taken, not yet in a run
         self.ours: list[tuple[str, Prompt]] = []  # shown, not yet in a request
         self.unsent: list[Prompt] = []  # shown; their run ended before sending them
@@ -195,7 +195,10 @@ class _Run:
                             response = stream.response
                             call.finish(assistant(response, call.message_id))
                         self.streaming = None
-                        self.history = run.all_messages()
+                        history = list(run.all_messages())
+                        if not history or not isinstance(history[-1], ModelResponse):
+                            history.append(response)  # recorded as the node ends
+                        self.history = history
                         self.checkpoint()  # ahead of its tool calls: a restart knows them
                 node = await run.next(node)
             self.live = None
@@ -245,12 +248,12 @@ class _Run:
         """Show the requests' parts not shown yet (responses are shown as they stream)."""
         self.history = history
         shown = self.shown
-        shown.extend([0] * (len(history) - len(shown)))
-        for i, message in enumerate(history):
-            if isinstance(message, ModelRequest) and len(message.parts) > shown[i]:
-                fresh = ModelRequest(parts=list(message.parts[shown[i] :]))
-                shown[i] = len(message.parts)
-                self.conv.extend(request_parts(fresh, self.ours))
+        for message in history:
+            if isinstance(message, ModelRequest):
+                fresh = [p for p in message.parts if _key(p) not in shown]
+                if fresh:
+                    shown.update(_key(p) for p in fresh)
+                    self.conv.extend(request_parts(ModelRequest(parts=fresh), self.ours))
 
     async def stop(self, folded: Folded, reason: CancelReason) -> None:
         """After an interrupt: repair both conversations, then the redirect or a wait."""
@@ -271,7 +274,9 @@ class _Run:
         self.shown_all()  # the repaired request is shown already
 
     def shown_all(self) -> None:
-        self.shown = [len(m.parts) if isinstance(m, ModelRequest) else 0 for m in self.history]
+        self.shown.update(
+            _key(p) for m in self.history if isinstance(m, ModelRequest) for p in m.parts
+        )
 
     def model_name(self) -> str | None:
         if self.model:
@@ -324,3 +329,14 @@ def _unsent(history: list[ModelMessage], texts: set[str]) -> list[ModelMessage]:
             m = replace(m, parts=parts)
         out.append(m)
     return out
+
+
+def _key(part: object) -> tuple[str, ...]:
+    """What tells a request part from any other, whatever message holds it and after a
+    round trip through the serialisation (pydantic-ai may regroup requests)."""
+    return (
+        type(part).__name__,
+        str(getattr(part, "tool_call_id", "")),
+        str(getattr(part, "timestamp", "")),
+        text_of(getattr(part, "content", "")) if isinstance(part, UserPromptPart) else "",
+    )

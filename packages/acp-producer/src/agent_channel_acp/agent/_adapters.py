@@ -83,7 +83,7 @@ def as_factory(obj: object, spec: str) -> Factory:
     names = sorted({ep.name for ep in entry_points(group=GROUP)})
     have = f"installed adapters: {', '.join(names)}" if names else "no adapter is installed"
     raise NotAnAgent(
-        f"it is a {found}: expected an agent factory (factory(model) -> async body) "
+        f"it is a {found}, not callable: expected an agent factory (factory(model) -> async body) "
         f"or an agent object an adapter serves ({have})"
     )
 
