@@ -22,7 +22,6 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
     SystemPromptPart,
     TextPart,
     ToolCallPart,
@@ -61,8 +60,6 @@ def _since_prompt(messages: list[ModelMessage]) -> tuple[str, list[str]]:
             elif isinstance(p, ToolReturnPart):  # as agents.attach_script: "text (error)"
                 content = str(p.content)
                 results.append(f"{content} ({content if content.startswith(CUT) else None})")
-            elif isinstance(p, RetryPromptPart):
-                results.append(f"{p.model_response()} (failed)")
     return text, results
 
 

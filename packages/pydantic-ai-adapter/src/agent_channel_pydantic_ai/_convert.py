@@ -30,7 +30,6 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
     SystemPromptPart,
     TextPart,
     ThinkingPart,
@@ -62,7 +61,8 @@ def user_content(message: ChatMessageUser) -> Prompt:
             out.append(f"[resource {part.name}: {part.uri}]")
         elif isinstance(part, ContentResource):
             out.append(f"[resource {part.uri}]\n{part.text or ''}")
-    return "".join(out) if all(isinstance(c, str) for c in out) else out
+    texts = [c for c in out if isinstance(c, str)]
+    return "".join(texts) if len(texts) == len(out) else out
 
 
 def text_of(content: str | Sequence[object]) -> str:
@@ -111,17 +111,12 @@ def request_parts(request: ModelRequest, ours: list[tuple[str, Prompt]]) -> Iter
             else:
                 yield ChatMessageUser(content=text)
         elif isinstance(part, ToolReturnPart):
+            content = part.model_response_str()
             yield ChatMessageTool(
                 tool_call_id=part.tool_call_id,
                 function=part.tool_name,
-                content=part.model_response_str(),
-            )
-        elif isinstance(part, RetryPromptPart) and part.tool_name is not None:
-            yield ChatMessageTool(
-                tool_call_id=part.tool_call_id,
-                function=part.tool_name,
-                content=part.model_response(),
-                error=part.model_response(),
+                content=content,
+                error=None if part.outcome == "success" else content,  # failed, retried, ...
             )
 
 
@@ -140,7 +135,7 @@ def unanswered(history: Sequence[ModelMessage]) -> list[ToolCallPart]:
         for m in history[at + 1 :]
         if isinstance(m, ModelRequest)
         for p in m.parts
-        if isinstance(p, ToolReturnPart | RetryPromptPart)
+        if isinstance(p, ToolReturnPart)
     }
     return [
         p for p in response.parts if isinstance(p, ToolCallPart) and p.tool_call_id not in answered

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 SUPPORTED = ((2, 78), (2, 79))
 """The pydantic-ai-slim versions served: at least the first, below the second (the range
@@ -45,4 +46,4 @@ def adapt(obj: object) -> Callable[[str | None], Body] | None:
         raise RuntimeError(f"agent-channel-pydantic-ai serves {RANGE}; found {version}")
     from ._serve import factory
 
-    return factory(obj)
+    return factory(cast("AbstractAgent[Any, Any]", obj))

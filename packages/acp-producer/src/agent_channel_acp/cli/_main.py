@@ -16,7 +16,7 @@ import sys
 import traceback
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, cast
+from typing import TYPE_CHECKING, NoReturn
 
 from .._install import DEMO as INSTALL_DEMO
 from .._install import hint
@@ -38,8 +38,7 @@ def load_factory(spec: str) -> AgentFactory:
     (``agent/_adapters.py``); the object's errors as :func:`agent_channel.load_spec`'s."""
     from ..agent._adapters import as_factory, load_agent
 
-    # what the factory returns is checked as it runs
-    return cast("AgentFactory", as_factory(load_agent(spec), spec))
+    return as_factory(load_agent(spec), spec)  # what it returns is checked as it runs
 
 
 def _agent_and_log(
