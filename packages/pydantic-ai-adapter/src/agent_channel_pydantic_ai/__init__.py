@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from ._detect import SUPPORTED as SUPPORTED
     from ._detect import adapt as adapt
     from ._serve import PydanticAIBody as PydanticAIBody
     from ._serve import factory as factory
@@ -25,7 +24,6 @@ if TYPE_CHECKING:
 else:  # hidden from type checkers, so a misspelt name is still an error
     # <names> written by scripts/gen_names.py from the block above: edit that, then run it
     _HOME = {
-        "SUPPORTED": "_detect",
         "adapt": "_detect",
         "PydanticAIBody": "_serve",
         "factory": "_serve",
