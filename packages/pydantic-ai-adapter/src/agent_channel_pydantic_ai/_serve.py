@@ -106,12 +106,15 @@ class _Run:
         self.ch = ch
         self.conv = Conversation(ch)
         self.history: list[ModelMessage] = []
-        self.shown: set[tuple[str, ...]] = set()  # the request parts shown, by key (_key)
+        self.shown: set[tuple[object, ...]] = set()  # the request parts shown, by key (_key)
+        self.scanned = 0  # where the next sync starts reading: the last response it saw
         self.users: list[ChatMessageUser] = []  # taken, not yet in a run
         self.ours: list[tuple[str, Prompt]] = []  # shown, not yet in a request
         self.unsent: list[Prompt] = []  # shown; their run ended before sending them
         self.later: list[Prompt] = []  # a first run's prompts after its first (shown)
         self.fresh: list[Prompt] = []  # given to pydantic-ai since the last model call began
+        self.fed = False  # some of them were fed during the turn (sent after it began)
+        self.redirected = False  # a message fed during the stopped turn never reached the model
         self.streaming: int | None = None  # a response streams: the history's length before
         self.live: Any = None  # the pydantic-ai run in progress (its history, interrupted)
         self.tools = Channelled(ch)
@@ -174,10 +177,12 @@ class _Run:
                 if Agent.is_model_request_node(node):
                     self.feed(run)
                     async with node.stream(run.ctx) as stream:
-                        self.sync(run.all_messages())
+                        sent = run.all_messages()
+                        self.sync(sent)
                         self.checkpoint()
-                        self.streaming = len(run.all_messages())
+                        self.streaming = len(sent)
                         self.fresh.clear()  # sent: the model has read them
+                        self.fed = False
                         with self.conv.model_call(self.model_name()) as call:
                             async for event in stream:
                                 if isinstance(event, PartStartEvent):
@@ -195,11 +200,12 @@ class _Run:
                             response = stream.response
                             call.finish(assistant(response, call.message_id))
                         self.streaming = None
-                        history = list(run.all_messages())
-                        if not history or not isinstance(history[-1], ModelResponse):
-                            history.append(response)  # recorded as the node ends
-                        self.history = history
-                        self.checkpoint()  # ahead of its tool calls: a restart knows them
+                        if self.ch.durable:  # ahead of its tool calls: a restart knows them
+                            history = list(run.all_messages())
+                            if not history or not isinstance(history[-1], ModelResponse):
+                                history.append(response)  # recorded as the node ends
+                            self.history = history
+                            self.checkpoint()
                 node = await run.next(node)
             self.live = None
             self.sync(run.all_messages())
@@ -223,6 +229,7 @@ class _Run:
             self.ours.append((text_of(content), content))
             self.fresh.append(content)
             run.enqueue(*([content] if isinstance(content, str) else content))
+        self.fed = self.fed or bool(folded.messages)
 
     def settle(self) -> None:
         """After an interrupt: the history as the cancelled run left it, less what the model
@@ -237,28 +244,41 @@ class _Run:
             elif self.fresh:
                 history = _unsent(history, {text_of(c) for c in self.fresh})
             self.sync([m for m in history if not _empty(m)])
+        # A message fed during the turn came with the interrupt (the ReAct loop would have
+        # drained it with the Cancel); the run's own prompts wait with the redirect.
+        self.redirected = self.streaming is None and self.fed
         self.streaming = None
         self.fresh.clear()
+        self.fed = False
         self.unsent.extend(content for _, content in self.ours)
         self.unsent.extend(self.later)
         self.ours.clear()
         self.later.clear()
 
     def sync(self, history: list[ModelMessage]) -> None:
-        """Show the requests' parts not shown yet (responses are shown as they stream)."""
+        """Show the requests' parts not shown yet (responses are shown as they stream).
+
+        Only what follows the last response seen before is read: a request followed by a
+        response no longer grows, so a turn costs the same however long the history.
+        """
         self.history = history
         shown = self.shown
-        for message in history:
-            if isinstance(message, ModelRequest):
-                fresh = [p for p in message.parts if _key(p) not in shown]
-                if fresh:
-                    shown.update(_key(p) for p in fresh)
-                    self.conv.extend(request_parts(ModelRequest(parts=fresh), self.ours))
+        start = self.scanned if self.scanned < len(history) else 0
+        for i in range(start, len(history)):
+            message = history[i]
+            if isinstance(message, ModelResponse):
+                self.scanned = i
+                continue
+            fresh = [p for p in message.parts if _key(p) not in shown]
+            if fresh:
+                shown.update(_key(p) for p in fresh)
+                self.conv.extend(request_parts(ModelRequest(parts=fresh), self.ours))
 
     async def stop(self, folded: Folded, reason: CancelReason) -> None:
         """After an interrupt: repair both conversations, then the redirect or a wait."""
         self.repair(CANCELLED[reason])
-        redirect = folded.messages or folded.other or self.unsent  # came with the interrupt
+        redirect = folded.messages or folded.other or self.redirected  # came with the interrupt
+        self.redirected = False
         if not redirect and self.ch.is_live:
             self.checkpoint("cancelled")  # a restart waits again
             folded = await wait_for_message(self.ch, "cancelled")
@@ -331,12 +351,9 @@ def _unsent(history: list[ModelMessage], texts: set[str]) -> list[ModelMessage]:
     return out
 
 
-def _key(part: object) -> tuple[str, ...]:
+def _key(part: object) -> tuple[object, ...]:
     """What tells a request part from any other, whatever message holds it and after a
     round trip through the serialisation (pydantic-ai may regroup requests)."""
-    return (
-        type(part).__name__,
-        str(getattr(part, "tool_call_id", "")),
-        str(getattr(part, "timestamp", "")),
-        text_of(getattr(part, "content", "")) if isinstance(part, UserPromptPart) else "",
-    )
+    if isinstance(part, UserPromptPart):
+        return ("user", part.timestamp, text_of(part.content))
+    return (type(part).__name__, getattr(part, "tool_call_id", ""), getattr(part, "timestamp", ""))
