@@ -103,3 +103,32 @@ def test_f1_the_model_flag_overrides_the_agents_own(tmp_path: Path) -> None:
         said = _said(rt, sid)
     # pydantic-ai's own TestModel answers, not the agent's FunctionModel (which echoes)
     assert said[-1]["role"] == "assistant" and "echo" not in said[-1]["text"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_f1_attachable_runs_the_agent_object_and_the_verbs_drive_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``attachable().run(agent)``: the plain agent object, served to the verbs of another
+    process (``send``, then ``messages``) as ``serve`` serves it."""
+    import anyio
+    import pai_agents
+    from agent_channel_acp import attachable
+
+    monkeypatch.setenv("AGENT_CHANNEL_RUNTIME_DIR", str(tmp_path))
+    async with attachable() as served, anyio.create_task_group() as tg:
+        tg.start_soon(lambda: served.run(pai_agents.agent, title="pai"))
+        with anyio.fail_after(30):  # a hang guard
+            while not served.executions():
+                await anyio.sleep(0.01)  # polling the list: the run adds its own
+        (sid,) = [e["id"] for e in served.executions()]
+        sent = await anyio.to_thread.run_sync(ctl, tmp_path, "send", sid, "say=attached")
+        assert sent.returncode == 0, sent.stderr
+
+        def answered() -> bool:
+            said = messages(tmp_path, sid)
+            return bool(said) and said[-1]["text"] == "attached"
+
+        await anyio.to_thread.run_sync(wait_for, answered, "the agent's answer")
+        tg.cancel_scope.cancel()
