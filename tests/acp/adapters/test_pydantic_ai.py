@@ -69,6 +69,34 @@ def test_f6_a_killed_server_restores_the_conversation_and_every_acknowledged_mes
     ]
 
 
+def test_f2_messages_sent_during_a_tool_reach_the_next_request_after_its_result_once(
+    tmp_path: Path,
+) -> None:
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    gates = Path(tempfile.mkdtemp(prefix="acp-gates-"))
+    with serving(
+        rt, "--agent", AGENT, "--input", "gate=g1 start", AGENT_CHANNEL_TEST_GATES=str(gates)
+    ) as s:
+        (sid,) = s.ids()
+        wait_for(lambda: execution(rt, sid)["runningToolCalls"], "the gate tool running")
+        for text in ("first", "second"):
+            assert ctl(rt, "send", sid, text).returncode == 0  # acknowledged, queued
+        (gates / "g1").touch()
+        wait_for(lambda: _parked(rt, sid), "the turn ended")
+        assert ctl(rt, "send", sid, "inspect").returncode == 0
+        wait_for(lambda: _said(rt, sid)[-1]["role"] == "assistant" and _parked(rt, sid), "inspect")
+        seen = json.loads(_said(rt, sid)[-1]["text"])
+    roles = [(m["role"], m["text"]) for m in seen if m["role"] != "assistant"]
+    assert roles == [
+        ("system", "You are a test agent."),
+        ("user", "gate=g1 start"),
+        ("tool", "gate g1 opened"),
+        ("user", "first\n\nsecond"),  # one request later, after the result, in post order
+        ("user", "inspect"),
+    ]
+
+
 @pytest.mark.parametrize("command", ["stdio", "serve"])
 @pytest.mark.parametrize(
     ("spec", "says"),
