@@ -4,7 +4,8 @@ served by ``--agent pai_agents:NAME`` through the adapter the producer finds by 
 Their model is pydantic-ai's own ``FunctionModel``, streaming, following the keywords of
 ``agents.attach_script`` on the last user prompt: ``gate=NAME`` / ``gates=A,B`` (wait at
 test gates), ``block`` (a tool that waits until cancelled), ``quick``, ``say=WORD``,
-``hang`` (stream a piece, then never finish), ``ask`` (the ``ask_user`` tool), anything
+``hang`` (stream a piece, then never finish), ``choose`` / ``free`` (the ``ask_user`` tool,
+as ``question_agents``), ``think``, ``inspect``, ``crash``, anything
 else ``echo: <text>``. After the tools of a prompt it answers ``results: ...``.
 """
 
@@ -57,6 +58,8 @@ def _since_prompt(messages: list[ModelMessage]) -> tuple[str, list[str]]:
                     else "".join(c for c in content if isinstance(c, str))
                 )
                 results = []
+            elif isinstance(p, ToolReturnPart) and p.tool_name == "ask_user":
+                results.append(f"answer: {p.content}")  # as question_agents.script
             elif isinstance(p, ToolReturnPart):  # as agents.attach_script: "text (error)"
                 content = str(p.content)
                 results.append(f"{content} ({content if content.startswith(CUT) else None})")
@@ -109,6 +112,9 @@ async def script(
 ) -> AsyncIterator[str | DeltaToolCalls | DeltaThinkingCalls]:
     text, results = _since_prompt(messages)
     words = text.split()
+    if results and results[-1].startswith("answer: "):
+        yield results[-1]
+        return
     if results:
         yield "results: " + "; ".join(results)
         return
@@ -128,8 +134,11 @@ async def script(
             yield f"calling {name}"
             yield _calls((name, {"why": text}))
             return
-    if "ask" in words:
-        yield _calls(("ask_user", {"question": "which colour?", "choices": ["red", "blue"]}))
+    if "choose" in words:  # as question_agents.script
+        yield _calls(("ask_user", {"question": "Which colour?", "choices": ["red", "blue"]}))
+        return
+    if "free" in words:
+        yield _calls(("ask_user", {"question": "What is the deadline?"}))
         return
     if "hang" in words:
         yield "thinking about it"

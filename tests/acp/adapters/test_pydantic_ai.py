@@ -149,7 +149,7 @@ async def test_f1_attachable_runs_the_agent_object_and_the_verbs_drive_it(
         tg.start_soon(lambda: served.run(pai_agents.agent, title="pai"))
         with anyio.fail_after(30):  # a hang guard
             while not served.executions():
-                await anyio.sleep(0.01)  # polling the list: the run adds its own
+                await anyio.lowlevel.checkpoint()
         (sid,) = [e["id"] for e in served.executions()]
         sent = await anyio.to_thread.run_sync(ctl, tmp_path, "send", sid, "say=attached")
         assert sent.returncode == 0, sent.stderr
