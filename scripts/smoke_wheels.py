@@ -7,6 +7,8 @@
 - react: its wheel and the core's; the react README's quickstart prints ``42 submitted``;
 - acp: its wheel and the core's (pip brings the ACP SDK); ``agent-channel-acp --version``,
   then the core README's agent served over stdio to the SDK's client;
+- pydantic-ai: its wheel and the core's (pip brings pydantic-ai-slim); docs/examples/weather.py,
+  a plain pydantic-ai agent, found by the adapter's entry point and run on a channel, answers;
 - ray: its wheel and the core's (pip brings ray, ~200 MB installed: from uv's cache in CI);
   the ray README's quickstart starts a local cluster, runs its body in an actor and prints
   ``heard: hello``.
@@ -228,6 +230,48 @@ def smoke_acp(work: Path, core: Path, acp: Path, version: str) -> str:
     return f"acp: {len(installed)} distributions; {shown}; the README agent served over stdio"
 
 
+PYDANTIC_AI_DRIVER = r"""
+import json
+from importlib.metadata import entry_points
+import anyio
+from agent_channel import UserMessage, open_channel
+import weather
+
+
+async def main():
+    (ep,) = [e for e in entry_points(group="agent_channel.adapters") if e.name == "pydantic-ai"]
+    make = ep.load()(weather.agent)  # what the producer does with --agent weather:agent
+    weather.forecast_seconds = 0
+    with anyio.fail_after(30):  # a hang guard
+        async with open_channel() as ch:
+            ref = ch.ref()
+            ref.post(UserMessage("weather in Paris"))
+            await make(None)()  # not live: it ends once the prompt is answered
+            texts = [m.text for m in ref.messages()]
+    import agent_channel_pydantic_ai
+    print(json.dumps({"texts": texts, "adapter": agent_channel_pydantic_ai.__file__}))
+
+
+anyio.run(main)
+"""
+
+
+def smoke_pydantic_ai(work: Path, core: Path, adapter: Path) -> str:
+    folder = work / "pydantic-ai-example"
+    folder.mkdir()
+    python = _venv(work, "pydantic-ai-venv", [adapter, core])
+    installed = _installed(python, folder)
+    _check("pydantic-ai-slim" in installed, "no pydantic-ai in the adapter's venv", installed)
+    strays = installed & {"agent-channel-react", "agent-channel-acp", "agent-client-protocol"}
+    _check(not strays, "the pydantic-ai wheel pulled in", strays)
+    (folder / "weather.py").write_text(example("pydantic-ai-weather"))
+    (folder / "drive.py").write_text(PYDANTIC_AI_DRIVER)
+    result = json.loads(_run(python, "-E", "-s", "drive.py", cwd=folder).splitlines()[-1])
+    _check(result["adapter"].startswith(str(python.parent.parent)), "adapter from", result)
+    _check(result["texts"][-1] == "It is sunny in Paris.", "the example answered", result)
+    return f"pydantic-ai: {len(installed)} distributions; the example agent answered"
+
+
 def smoke_ray(work: Path, core: Path, ray_wheel: Path) -> str:
     folder = work / "ray-example"
     folder.mkdir()
@@ -247,11 +291,12 @@ def main(dist: Path) -> None:
         (found,) = dist.glob(f"{name}-*-py3-none-any.whl")
         return found
 
-    core, react, acp, ray_wheel = (
+    core, react, acp, ray_wheel, adapter = (
         wheel("agent_channel_core"),
         wheel("agent_channel_react"),
         wheel("agent_channel_acp"),
         wheel("agent_channel_ray"),
+        wheel("agent_channel_pydantic_ai"),
     )
     version = acp.name.split("-")[1]
     with tempfile.TemporaryDirectory(prefix="smoke-wheels-") as tmp:
@@ -261,14 +306,15 @@ def main(dist: Path) -> None:
             lambda: smoke_react(work, core, react),
             lambda: smoke_acp(work, core, acp, version),
             lambda: smoke_ray(work, core, ray_wheel),
+            lambda: smoke_pydantic_ai(work, core, adapter),
         )
-        # The four are independent and mostly wait on subprocesses: run them side by side.
+        # The five are independent and mostly wait on subprocesses: run them side by side.
         # A failure (SystemExit from _check) is raised again by result(), in order.
         started = time.monotonic()
         with ThreadPoolExecutor(len(smokes)) as pool:
             for future in [pool.submit(smoke) for smoke in smokes]:
                 print(f"ok   {future.result()}")
-        print(f"all four in {time.monotonic() - started:.1f} s")
+        print(f"all five in {time.monotonic() - started:.1f} s")
 
 
 if __name__ == "__main__":
