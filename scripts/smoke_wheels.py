@@ -256,14 +256,23 @@ anyio.run(main)
 """
 
 
-def smoke_pydantic_ai(work: Path, core: Path, adapter: Path) -> str:
-    folder = work / "pydantic-ai-example"
+def _beside_core(
+    work: Path, name: str, wheel: Path, core: Path, needs: str
+) -> tuple[Path, Path, set[str]]:
+    """A venv of ``wheel`` and the core's alone, and its folder: ``needs`` came, and nothing
+    of the producer or the ReAct loop did. Returns the folder, the python and what is installed."""
+    folder = work / f"{name}-example"
     folder.mkdir()
-    python = _venv(work, "pydantic-ai-venv", [adapter, core])
+    python = _venv(work, f"{name}-venv", [wheel, core])
     installed = _installed(python, folder)
-    _check("pydantic-ai-slim" in installed, "no pydantic-ai in the adapter's venv", installed)
+    _check(needs in installed, f"no {needs} in the {name} venv", installed)
     strays = installed & {"agent-channel-react", "agent-channel-acp", "agent-client-protocol"}
-    _check(not strays, "the pydantic-ai wheel pulled in", strays)
+    _check(not strays, f"the {name} wheel pulled in", strays)
+    return folder, python, installed
+
+
+def smoke_pydantic_ai(work: Path, core: Path, adapter: Path) -> str:
+    folder, python, installed = _beside_core(work, "pydantic-ai", adapter, core, "pydantic-ai-slim")
     (folder / "weather.py").write_text(example("pydantic-ai-weather"))
     (folder / "drive.py").write_text(PYDANTIC_AI_DRIVER)
     result = json.loads(_run(python, "-E", "-s", "drive.py", cwd=folder).splitlines()[-1])
@@ -273,13 +282,7 @@ def smoke_pydantic_ai(work: Path, core: Path, adapter: Path) -> str:
 
 
 def smoke_ray(work: Path, core: Path, ray_wheel: Path) -> str:
-    folder = work / "ray-example"
-    folder.mkdir()
-    python = _venv(work, "ray-venv", [ray_wheel, core])
-    installed = _installed(python, folder)
-    _check("ray" in installed, "no ray in the ray venv", installed)
-    strays = installed & {"agent-channel-react", "agent-channel-acp", "agent-client-protocol"}
-    _check(not strays, "the ray wheel pulled in", strays)
+    folder, python, installed = _beside_core(work, "ray", ray_wheel, core, "ray")
     (folder / "quickstart.py").write_text(example("ray-quickstart"))
     out = _run(python, "-E", "-s", "quickstart.py", cwd=folder).strip().splitlines()
     _check("heard: hello" in out, "the ray quickstart printed", out)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncIterator
-from pathlib import Path
 
+import agents
 import anyio
 from agent_channel_pydantic_ai import ask_user
 from pydantic_ai import Agent
@@ -38,7 +38,6 @@ from pydantic_ai.models.function import (
     FunctionModel,
 )
 
-GATES_ENV = "AGENT_CHANNEL_TEST_GATES"
 CUT = "Tool call "
 """How the results the adapter writes for stopped calls begin (cancelled, rejected, cut off)."""
 
@@ -155,35 +154,9 @@ async def script(
     yield f"echo: {text}"
 
 
-async def gate(name: str) -> str:
-    """Wait until the test opens the gate (creates a file named ``name``).
-
-    Args:
-        name: The gate's name.
-    """
-    path = Path(os.environ[GATES_ENV]) / name
-    while not path.exists():  # noqa: ASYNC110 (the test process cannot set an in-process event)
-        await anyio.sleep(0.01)
-    return f"gate {name} opened"
-
-
-async def block(why: str) -> str:
-    """Wait until cancelled.
-
-    Args:
-        why: The prompt that asked for it.
-    """
-    await anyio.sleep_forever()
-    return "unreachable"
-
-
-async def quick(why: str) -> str:
-    """Answer at once.
-
-    Args:
-        why: The prompt that asked for it.
-    """
-    return "done"
+# The ReAct suite's own tools, as plain functions (pydantic-ai reads their signatures and
+# docstrings): the same gate, block and quick behind both consumers.
+gate, block, quick = agents.gate.fn, agents.block.fn, agents.quick.fn
 
 
 agent = Agent(
