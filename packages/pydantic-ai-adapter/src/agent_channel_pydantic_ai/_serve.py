@@ -291,7 +291,7 @@ class _Run:
             if m.tool_call_id in fixed:
                 m = m.model_copy(update={"content": text, "error": text})
             self.conv.append(m)
-        self.shown_all()  # the repaired request is shown already
+        self.shown.update(_key(r) for r in results)  # shown just now, by the conversation's repair
 
     def shown_all(self) -> None:
         self.shown.update(
