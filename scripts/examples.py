@@ -27,6 +27,7 @@ EXAMPLES = {
         "import asyncio\nfrom agent_channel import ChatMessageUser, open_channel",
     ),
     "slow-tools": "docs/examples/slow_tools.py",
+    "pydantic-ai-weather": "docs/examples/weather.py",
     "ray-quickstart": ("packages/ray-runtime/README.md", "import agent_channel_ray as acr"),
     "sqlite-durable": ("packages/store-sqlite/README.md", '"""durable.py'),
     "readme-agent": ("README.md", '"""my_agents.py'),  # tests/test_docs_examples.py runs it

@@ -8,6 +8,8 @@
 - acp: its wheel, the core's and the SQLite store's (pip brings the ACP SDK);
   ``agent-channel-acp --version``, then the core README's agent served over stdio to the
   SDK's client;
+- pydantic-ai: its wheel and the core's (pip brings pydantic-ai-slim); docs/examples/weather.py,
+  a plain pydantic-ai agent, found by the adapter's entry point and run on a channel, answers;
 - ray: its wheel and the core's (pip brings ray, ~200 MB installed: from uv's cache in CI);
   the ray README's quickstart starts a local cluster, runs its body in an actor and prints
   ``heard: hello``;
@@ -237,14 +239,59 @@ def smoke_acp(work: Path, core: Path, acp: Path, sqlite: Path, version: str) -> 
     return f"acp: {len(installed)} distributions; {shown}; the README agent served over stdio"
 
 
-def smoke_ray(work: Path, core: Path, ray_wheel: Path) -> str:
-    folder = work / "ray-example"
+PYDANTIC_AI_DRIVER = r"""
+import json
+from importlib.metadata import entry_points
+import anyio
+from agent_channel import UserMessage, open_channel
+import weather
+
+
+async def main():
+    (ep,) = [e for e in entry_points(group="agent_channel.adapters") if e.name == "pydantic-ai"]
+    make = ep.load()(weather.agent)  # what the producer does with --agent weather:agent
+    weather.forecast_seconds = 0
+    with anyio.fail_after(30):  # a hang guard
+        async with open_channel() as ch:
+            ref = ch.ref()
+            ref.post(UserMessage("weather in Paris"))
+            await make(None)()  # not live: it ends once the prompt is answered
+            texts = [m.text for m in ref.messages()]
+    import agent_channel_pydantic_ai
+    print(json.dumps({"texts": texts, "adapter": agent_channel_pydantic_ai.__file__}))
+
+
+anyio.run(main)
+"""
+
+
+def _beside_core(
+    work: Path, name: str, wheel: Path, core: Path, needs: str
+) -> tuple[Path, Path, set[str]]:
+    """A venv of ``wheel`` and the core's alone, and its folder: ``needs`` came, and nothing
+    of the producer or the ReAct loop did. Returns the folder, the python and what is installed."""
+    folder = work / f"{name}-example"
     folder.mkdir()
-    python = _venv(work, "ray-venv", [ray_wheel, core])
+    python = _venv(work, f"{name}-venv", [wheel, core])
     installed = _installed(python, folder)
-    _check("ray" in installed, "no ray in the ray venv", installed)
+    _check(needs in installed, f"no {needs} in the {name} venv", installed)
     strays = installed & {"agent-channel-react", "agent-channel-acp", "agent-client-protocol"}
-    _check(not strays, "the ray wheel pulled in", strays)
+    _check(not strays, f"the {name} wheel pulled in", strays)
+    return folder, python, installed
+
+
+def smoke_pydantic_ai(work: Path, core: Path, adapter: Path) -> str:
+    folder, python, installed = _beside_core(work, "pydantic-ai", adapter, core, "pydantic-ai-slim")
+    (folder / "weather.py").write_text(example("pydantic-ai-weather"))
+    (folder / "drive.py").write_text(PYDANTIC_AI_DRIVER)
+    result = json.loads(_run(python, "-E", "-s", "drive.py", cwd=folder).splitlines()[-1])
+    _check(result["adapter"].startswith(str(python.parent.parent)), "adapter from", result)
+    _check(result["texts"][-1] == "It is sunny in Paris.", "the example answered", result)
+    return f"pydantic-ai: {len(installed)} distributions; the example agent answered"
+
+
+def smoke_ray(work: Path, core: Path, ray_wheel: Path) -> str:
+    folder, python, installed = _beside_core(work, "ray", ray_wheel, core, "ray")
     (folder / "quickstart.py").write_text(example("ray-quickstart"))
     out = _run(python, "-E", "-s", "quickstart.py", cwd=folder).strip().splitlines()
     _check("heard: hello" in out, "the ray quickstart printed", out)
@@ -271,12 +318,13 @@ def main(dist: Path) -> None:
         (found,) = dist.glob(f"{name}-*-py3-none-any.whl")
         return found
 
-    core, react, acp, ray_wheel, sqlite = (
+    core, react, acp, ray_wheel, sqlite, adapter = (
         wheel("agent_channel_core"),
         wheel("agent_channel_react"),
         wheel("agent_channel_acp"),
         wheel("agent_channel_ray"),
         wheel("agent_channel_sqlite"),
+        wheel("agent_channel_pydantic_ai"),
     )
     version = acp.name.split("-")[1]
     with tempfile.TemporaryDirectory(prefix="smoke-wheels-") as tmp:
@@ -287,8 +335,9 @@ def main(dist: Path) -> None:
             lambda: smoke_acp(work, core, acp, sqlite, version),
             lambda: smoke_ray(work, core, ray_wheel),
             lambda: smoke_sqlite(work, core, sqlite),
+            lambda: smoke_pydantic_ai(work, core, adapter),
         )
-        # The five are independent and mostly wait on subprocesses: run them side by side.
+        # They are independent and mostly wait on subprocesses: run them side by side.
         # A failure (SystemExit from _check) is raised again by result(), in order.
         started = time.monotonic()
         with ThreadPoolExecutor(len(smokes)) as pool:

@@ -19,6 +19,8 @@ SOURCES = {
     "agent_channel_acp": ROOT / "packages/acp-producer/src/agent_channel_acp",
     "agent_channel_ray": ROOT / "packages/ray-runtime/src/agent_channel_ray",
     "agent_channel_sqlite": ROOT / "packages/store-sqlite/src/agent_channel_sqlite",
+    "agent_channel_pydantic_ai": ROOT
+    / "packages/pydantic-ai-adapter/src/agent_channel_pydantic_ai",
 }
 
 
@@ -143,6 +145,31 @@ def test_layering_contracts_are_kept() -> None:
             {"sqlite-store-standalone"},
         ),
         ("agent_channel_sqlite", "import ray", "ray", {"sqlite-store-standalone"}),
+        # Framework adapters (issue 30): found by entry point, built on the core alone.
+        (
+            "agent_channel_pydantic_ai",
+            "import agent_channel_acp",
+            "agent_channel_acp",
+            {"adapters-standalone"},
+        ),
+        (
+            "agent_channel_pydantic_ai",
+            "from agent_channel_react import react",
+            "agent_channel_react",
+            {"adapters-standalone"},
+        ),
+        (
+            "agent_channel_acp.cli",
+            "import agent_channel_pydantic_ai",
+            "agent_channel_pydantic_ai",
+            {"nothing-imports-an-adapter"},
+        ),
+        (
+            "agent_channel",
+            "import pydantic_ai",
+            "pydantic_ai",
+            {"core-standalone", "nothing-imports-an-adapter"},
+        ),
     ],
 )
 def test_a_violation_breaks_its_contract(

@@ -31,6 +31,9 @@ from conftest import GUARD, HERE, Recorder, agent_env
 
 TRANSPORT = "unix"
 """Which path the clients take: ``"unix"`` or ``"ws"`` (set per test by the fixture)."""
+AGENT: str | None = None
+"""The agent :func:`serving` runs when its arguments name none (``consumer`` sets it); ``None``:
+the attach server's own default, the ReAct loop's ``agents:attach_agent``."""
 
 TOKEN_KEY = "agent_channel.token"
 
@@ -193,6 +196,8 @@ async def serving(*args: str) -> AsyncIterator[Server]:
     go over :data:`TRANSPORT`."""
     gates = Path(tempfile.mkdtemp(prefix="acp-gates-"))
     over_ws = TRANSPORT == "ws"
+    if AGENT is not None and "--agent" not in args:
+        args = ("--agent", AGENT, *args)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(HERE / "attach_server.py"),

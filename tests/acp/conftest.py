@@ -346,6 +346,25 @@ def transport(request: pytest.FixtureRequest) -> Iterator[str]:
         serving.TRANSPORT = "unix"
 
 
+CONSUMERS = {"react": None, "pydantic-ai": "pai_agents:agent"}
+"""The consumers a rule suite runs against: the ReAct loop (the suite's own agents) and a plain
+``pydantic_ai.Agent`` served through its adapter (``pai_agents.py``: the same keywords)."""
+
+
+@pytest.fixture(params=list(CONSUMERS))
+def consumer(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The attach suites' consumer: a module that ``pytest.mark.usefixtures("consumer")`` runs
+    each test against each agent of :data:`CONSUMERS` (``attach_harness.serving``'s default)."""
+    import attach_harness
+
+    kind: str = request.param
+    attach_harness.AGENT = CONSUMERS[kind]
+    try:
+        yield kind
+    finally:
+        attach_harness.AGENT = None
+
+
 # The host fixtures (a test's agent in ``serve`` and on Ray): last, as ``hosts`` reads the
 # names above.
 from hosts import agent_host, cluster  # noqa: E402, F401

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from attach_harness import bound, card_status, parked, serving, status, tool_ids, user_chunks
 
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("transport")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("transport", "consumer")]
 
 
 async def test_a7_prompt_answered_at_once_and_folded() -> None:

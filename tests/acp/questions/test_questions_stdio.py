@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +31,20 @@ from conftest import GUARD, Recorder, agent_env
 pytestmark = pytest.mark.anyio
 
 AGENT = ("-m", "agent_channel_acp", "stdio", "--agent", "question_agents:asking_agent")
+AGENTS = {"react": "question_agents:asking_agent", "pydantic-ai": "pai_agents:agent"}
+"""The Q2 rules hold for a plain ``pydantic_ai.Agent`` whose author added ``ask_user`` too."""
+asking = AGENTS["react"]
+
+
+@pytest.fixture(params=list(AGENTS))
+def consumer(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Runs a test against each agent of :data:`AGENTS` (``client`` starts that one)."""
+    global asking
+    asking = AGENTS[request.param]
+    try:
+        yield request.param
+    finally:
+        asking = AGENTS["react"]
 
 
 @dataclass
@@ -69,15 +83,18 @@ async def client(
     *, elicitation: bool, rec: Asked | None = None
 ) -> AsyncIterator[tuple[ClientSideConnection, Asked]]:
     rec = rec or Asked()
-    async with spawn_agent_process(
-        rec,  # pyright: ignore[reportArgumentType] (the Client protocol lists every method)
-        sys.executable,
-        *AGENT,
-        env=agent_env(),
-        transport_kwargs={"stderr": None},
-        observers=[rec.observe],
-        use_unstable_protocol=True,  # routes elicitation/complete to the client
-    ) as (conn, _proc):
+    async with (
+        spawn_agent_process(
+            rec,  # pyright: ignore[reportArgumentType] (the Client protocol lists every method)
+            sys.executable,
+            *AGENT[:-1],
+            asking,
+            env=agent_env(),
+            transport_kwargs={"stderr": None},
+            observers=[rec.observe],
+            use_unstable_protocol=True,  # routes elicitation/complete to the client
+        ) as (conn, _proc)
+    ):
         caps = ClientCapabilities(
             elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())
             if elicitation
@@ -102,6 +119,7 @@ async def prompt(conn: ClientSideConnection, sid: str, text: str) -> Any:
     return await conn.prompt(session_id=sid, prompt=[TextContentBlock(type="text", text=text)])
 
 
+@pytest.mark.usefixtures("consumer")
 async def test_q2_with_elicitation_a_choice_is_a_form_with_an_enum() -> None:
     async with client(elicitation=True, rec=Asked(form_reply={"answer": "blue"})) as (conn, rec):
         sid = (await conn.new_session(cwd="/", mcp_servers=[])).session_id
@@ -127,6 +145,7 @@ async def test_q2_with_elicitation_a_form_asks_each_field() -> None:
         assert "answer: city: Oslo\ndays: 4" in text_of(rec, sid)
 
 
+@pytest.mark.usefixtures("consumer")
 async def test_q2_a_declined_form_tells_the_model_so() -> None:
     async with client(elicitation=True, rec=Asked(declines=True)) as (conn, rec):
         sid = (await conn.new_session(cwd="/", mcp_servers=[])).session_id
@@ -135,6 +154,7 @@ async def test_q2_a_declined_form_tells_the_model_so() -> None:
         assert "answer: No answer: the operator declined to answer." in text_of(rec, sid)
 
 
+@pytest.mark.usefixtures("consumer")
 async def test_q2_without_elicitation_choices_become_a_permission_request() -> None:
     rec = Asked()
 

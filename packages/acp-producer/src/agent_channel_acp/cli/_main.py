@@ -16,12 +16,11 @@ import sys
 import traceback
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, cast
-
-from agent_channel import load_spec
+from typing import TYPE_CHECKING, NoReturn
 
 from .._install import DEMO as INSTALL_DEMO
 from .._install import hint
+from ..agent._adapters import NotAnAgent
 from ._parser import DEMO, DEMO_ORCHESTRATOR, DEMO_TASK, LOG_ENV, MODEL_ENV, build_parser, fail
 
 if TYPE_CHECKING:
@@ -34,8 +33,12 @@ DEMO_HINT = f"; install the demo: {hint(INSTALL_DEMO)}"
 
 
 def load_factory(spec: str) -> AgentFactory:
-    """The agent factory ``spec`` names (``module:attr``), as :func:`agent_channel.load_spec`."""
-    return cast("AgentFactory", load_spec(spec))  # what it returns is checked as it runs
+    """The agent factory ``spec`` names (``module:attr``): a factory as it is, or a
+    framework's agent object (a ``pydantic_ai.Agent``) made one by its installed adapter
+    (``agent/_adapters.py``); the object's errors as :func:`agent_channel.load_spec`'s."""
+    from ..agent._adapters import as_factory, load_agent
+
+    return as_factory(load_agent(spec), spec)  # what it returns is checked as it runs
 
 
 def _agent_and_log(
@@ -81,6 +84,8 @@ def _load_or_fail(spec: str, *, demo: bool) -> AgentFactory:
     except ModuleNotFoundError as e:
         hint = DEMO_HINT if demo and (e.name or "").startswith("agent_channel_react") else ""
         fail(f"cannot import {spec}: {e}{hint or _path_hint(spec, e)}")
+    except NotAnAgent as e:
+        fail(f"cannot serve {spec}: {e}")
     except Exception as e:
         fail(f"cannot load {spec}: {_describe(e)}")
 

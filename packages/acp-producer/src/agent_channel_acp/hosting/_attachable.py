@@ -16,6 +16,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..agent._adapters import as_body
 from ..agent._execution import BACKLOG_LIMIT
 from ..agent.attach._server import AttachServer
 from ..stream._ring import REPLAY
@@ -66,14 +67,17 @@ class Attachable:
         """
         return self._server.add(ref, title=title)
 
-    async def run(self, body: Callable[[], Awaitable[object]], *, title: str) -> str:
+    async def run(self, body: Callable[[], Awaitable[object]] | object, *, title: str) -> str:
         """Run ``body`` as a new execution on its own channel, served while it runs.
+
+        ``body`` may also be a framework's agent object (a ``pydantic_ai.Agent``) that an
+        installed adapter serves: it runs with its own model.
 
         Returns its execution id once the body returns. The execution is live: an
         interactive agent waits for operators' messages instead of ending, until an
         operator ends it (``end``) or the block ends.
         """
-        return await self._server.run(body, title=title)
+        return await self._server.run(as_body(body), title=title)
 
     def executions(self) -> list[dict[str, Any]]:
         """What ``_agent_channel/list`` answers: id, title, status, turn state, clients..."""

@@ -1,0 +1,278 @@
+"""Benchmarks for the pydantic-ai adapter (not tests; not run in CI). Prints JSON.
+
+1. Per-turn cost of a pydantic-ai agent served through its adapter, a producer subscribed
+   (every event built and delivered), against the same agent run bare by pydantic-ai on the
+   same scripted workload: N tool-call turns of a zero-latency ``FunctionModel`` (N under
+   pydantic-ai's default request limit of 50); the per-turn figure is the slope between two
+   N (so a run's fixed cost cancels), medians of interleaved rounds. Bare is measured two
+   ways: ``iter()`` with ``node.stream()`` (what the adapter
+   drives: the like-for-like figure, target ratio <= 1.05) and ``agent.run()`` (pydantic-ai's
+   non-streamed default).
+2. Interrupt during a tool: from ``ref.interrupt()`` to the repaired conversation holding the
+   call's cancelled result, p99, against the ReAct loop's on the same measure
+   (``react_overhead.interrupt_latency``), target ratio <= 1.2. Beside it, pydantic-ai's own
+   floor: a bare ``iter()`` run's task cancelled in the same tool, to the run torn down.
+3. Memory per running execution: K served executions parked for their operator (each has
+   answered one prompt), traced allocations per execution.
+
+Run: .venv/bin/python benchmarks/pydantic_ai_overhead.py
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+from agent_channel import (
+    AgentRef,
+    ChatMessageTool,
+    ExecutionEvent,
+    MessageAppended,
+    ToolCallStarted,
+    UserMessage,
+    open_channel,
+)
+from agent_channel_pydantic_ai import factory
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+
+sys.path.insert(0, str(Path(__file__).parent))
+from react_overhead import interrupt_latency as react_interrupt_latency
+
+
+def _returns(messages: list[ModelMessage]) -> int:
+    return sum(isinstance(p, ToolReturnPart) for m in messages for p in m.parts)
+
+
+def _workload(turns: int) -> Agent[None, str]:
+    """An agent whose model calls ``add`` ``turns`` times, then answers."""
+
+    def whole(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if _returns(messages) >= turns:
+            return ModelResponse(parts=[TextPart("Done.")])
+        return ModelResponse(parts=[ToolCallPart("add", {"a": 1, "b": 2})])
+
+    async def streamed(
+        messages: list[ModelMessage], info: AgentInfo
+    ) -> AsyncIterator[str | DeltaToolCalls]:
+        if _returns(messages) >= turns:
+            yield "Done."
+            return
+        yield {0: DeltaToolCall("add", '{"a": 1, "b": 2}')}
+
+    agent = Agent(FunctionModel(whole, stream_function=streamed))
+
+    @agent.tool_plain
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    return agent
+
+
+async def _bare_run(agent: Agent[None, str]) -> None:
+    await agent.run("go")
+
+
+async def _bare_stream(agent: Agent[None, str]) -> None:
+    async with agent.iter("go") as run:
+        node = run.next_node
+        while not Agent.is_end_node(node):
+            if Agent.is_model_request_node(node):
+                async with node.stream(run.ctx) as stream:
+                    async for _ in stream:
+                        pass
+            node = await run.next(node)
+
+
+async def _served(agent: Agent[None, str]) -> None:
+    async with open_channel() as ch:
+        ref = ch.ref()
+        ref.subscribe(lambda e: None)  # a producer subscribed: every event built and delivered
+        ref.post(UserMessage("go"))
+        await factory(agent)(None)()  # not live: ends after the prompt
+
+
+async def overhead(small: int = 10, large: int = 45, rounds: int = 21) -> dict[str, Any]:
+    ways = {"bare_run": _bare_run, "bare_stream": _bare_stream, "served": _served}
+    agents = {n: _workload(n) for n in (small, large)}
+    times: dict[tuple[str, int], list[float]] = {(w, n): [] for w in ways for n in agents}
+    for way in ways.values():  # warm-up: imports, schema building
+        await way(agents[small])
+    for _ in range(rounds):  # interleaved, so a busy moment hits every way alike
+        for w, way in ways.items():
+            for n, agent in agents.items():
+                t0 = time.perf_counter()
+                await way(agent)
+                times[(w, n)].append(time.perf_counter() - t0)
+
+    def slope(w: str) -> float:
+        a, b = statistics.median(times[(w, small)]), statistics.median(times[(w, large)])
+        return (b - a) / (large - small) * 1e6
+
+    per = {w: slope(w) for w in ways}
+    return {
+        "turns": [small, large],
+        "per_turn_us": {w: round(v, 1) for w, v in per.items()},
+        "ratio_served_vs_bare_stream": round(per["served"] / per["bare_stream"], 3),
+        "ratio_served_vs_bare_run": round(per["served"] / per["bare_run"], 3),
+        "target_ratio": 1.05,
+    }
+
+
+async def interrupt_latency(samples: int = 300) -> dict[str, Any]:
+    """From ``ref.interrupt()`` during a tool to the call's cancelled result appended."""
+    box: dict[str, Any] = {"done": 0}
+
+    async def streamed(
+        messages: list[ModelMessage], info: AgentInfo
+    ) -> AsyncIterator[str | DeltaToolCalls]:
+        if box["done"] >= samples:
+            yield "Done."
+            return
+        yield {0: DeltaToolCall("block", "{}")}
+
+    agent = Agent(FunctionModel(stream_function=streamed))
+
+    @agent.tool_plain
+    async def block() -> str:
+        await anyio.sleep_forever()
+        return ""
+
+    latencies: list[float] = []
+    t0 = 0.0
+    started = anyio.Event()
+
+    def on_event(e: ExecutionEvent) -> None:
+        nonlocal started
+        if isinstance(e, ToolCallStarted):
+            started.set()
+        message = e.message if isinstance(e, MessageAppended) else None
+        if isinstance(message, ChatMessageTool) and "cancelled" in (message.error or ""):
+            latencies.append(time.perf_counter() - t0)
+            box["done"] += 1
+
+    async def producer(ref: AgentRef) -> None:
+        nonlocal t0, started
+        for _ in range(samples):
+            await started.wait()
+            started = anyio.Event()
+            t0 = time.perf_counter()
+            ref.interrupt()
+            ref.post(UserMessage("Again."))
+
+    async with open_channel() as ch, anyio.create_task_group() as tg:
+        ref = ch.ref()
+        ref.subscribe(on_event)
+        ref.post(UserMessage("go"))
+        tg.start_soon(producer, ref)
+        await factory(agent)(None)()
+    ms = sorted(x * 1e3 for x in latencies)
+    return {
+        "samples": len(ms),
+        "p50_ms": round(ms[len(ms) // 2], 4),
+        "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 4),
+        "max_ms": round(ms[-1], 4),
+    }
+
+
+async def bare_cancel(samples: int = 300) -> dict[str, Any]:
+    """pydantic-ai alone: a run's task cancelled in a tool, to its teardown's end."""
+    started = anyio.Event()
+
+    async def streamed(
+        messages: list[ModelMessage], info: AgentInfo
+    ) -> AsyncIterator[str | DeltaToolCalls]:
+        yield {0: DeltaToolCall("block", "{}")}
+
+    agent = Agent(FunctionModel(stream_function=streamed))
+
+    @agent.tool_plain
+    async def block() -> str:
+        started.set()
+        await anyio.sleep_forever()
+        return ""
+
+    latencies: list[float] = []
+    for _ in range(samples):
+        started = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_bare_stream, agent)
+            await started.wait()
+            t0 = time.perf_counter()
+            tg.cancel_scope.cancel()
+        latencies.append(time.perf_counter() - t0)
+    ms = sorted(x * 1e3 for x in latencies)
+    return {"samples": len(ms), "p50_ms": round(ms[len(ms) // 2], 4), "p99_ms": round(ms[-4], 4)}
+
+
+async def memory(executions: int = 50) -> dict[str, Any]:
+    """Traced bytes per execution parked for its operator after one answered prompt."""
+    agent = _workload(1)
+    parked = 0
+    wanted = 1
+    all_parked = anyio.Event()
+
+    def on_event(e: ExecutionEvent) -> None:
+        nonlocal parked
+        if e.type == "awaiting_input":
+            parked += 1
+            if parked == wanted:
+                all_parked.set()
+
+    async def one() -> None:
+        async with open_channel() as ch:
+            ref = ch.ref()
+            ref.mark_live()
+            ref.subscribe(on_event)
+            ref.post(UserMessage("go"))
+            await factory(agent)(None)()
+
+    async with anyio.create_task_group() as warm:  # one first: imports and caches
+        warm.start_soon(one)
+        await all_parked.wait()
+        warm.cancel_scope.cancel()
+    parked, wanted, all_parked = 0, executions, anyio.Event()
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    async with anyio.create_task_group() as tg:
+        for _ in range(executions):
+            tg.start_soon(one)
+        await all_parked.wait()
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+        tg.cancel_scope.cancel()
+    tracemalloc.stop()
+    return {
+        "executions": executions,
+        "kib_per_execution": round((after - before) / executions / 1024, 1),
+    }
+
+
+async def main() -> dict[str, Any]:
+    ours = await interrupt_latency()
+    react = await react_interrupt_latency(samples=300)
+    return {
+        "overhead": await overhead(),
+        "interrupt_during_tool": {
+            "pydantic_ai": ours,
+            "react": {k: react[k] for k in ("samples", "p50_ms", "p99_ms", "max_ms")},
+            "pydantic_ai_bare_cancel": await bare_cancel(),
+            "ratio_p99_vs_react": round(ours["p99_ms"] / react["p99_ms"], 3),
+            "target_ratio_p99": 1.2,
+        },
+        "memory_per_execution": await memory(),
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(anyio.run(main), indent=2))
