@@ -21,6 +21,8 @@ SOURCES = {
     "agent_channel_sqlite": ROOT / "packages/store-sqlite/src/agent_channel_sqlite",
     "agent_channel_pydantic_ai": ROOT
     / "packages/pydantic-ai-adapter/src/agent_channel_pydantic_ai",
+    "agent_channel_openai_agents": ROOT
+    / "packages/openai-agents-adapter/src/agent_channel_openai_agents",
 }
 
 
@@ -168,6 +170,30 @@ def test_layering_contracts_are_kept() -> None:
             "agent_channel",
             "import pydantic_ai",
             "pydantic_ai",
+            {"core-standalone", "nothing-imports-an-adapter"},
+        ),
+        (
+            "agent_channel_openai_agents",
+            "import agent_channel_acp",
+            "agent_channel_acp",
+            {"adapters-standalone"},
+        ),
+        (
+            "agent_channel_openai_agents",
+            "import agent_channel_pydantic_ai",
+            "agent_channel_pydantic_ai",
+            {"adapters-independent"},
+        ),
+        (
+            "agent_channel_acp.cli",
+            "import agent_channel_openai_agents",
+            "agent_channel_openai_agents",
+            {"nothing-imports-an-adapter"},
+        ),
+        (
+            "agent_channel",
+            "import agents",
+            "agents",
             {"core-standalone", "nothing-imports-an-adapter"},
         ),
     ],

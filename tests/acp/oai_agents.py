@@ -1,0 +1,181 @@
+"""OpenAI Agents SDK agents for the ACP suites: plain ``agents.Agent`` objects (no wrapper),
+served by ``--agent oai_agents:NAME`` through the adapter the producer finds by entry point.
+
+Their model is the SDK's own ``agents.testing.ScriptedModel``, each step answered by a
+responder that follows the keywords of ``agents.attach_script`` (this suite's module) on
+the last user message: ``gate=NAME`` / ``gates=A,B``, ``block``, ``quick``, ``say=WORD``,
+``hang``, ``choose`` / ``free`` (``ask_user``), ``inspect``, ``crash``, anything else
+``echo: <text>``. After the tools of a prompt it answers ``results: ...``. Tracing is off:
+nothing here touches the network.
+
+The SDK's package is named ``agents``, as this suite's own module is: it is imported with
+this folder off ``sys.path`` (a process that imported the suite's module cannot load it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+_HERE = Path(__file__).resolve().parent
+_path = sys.path[:]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+try:
+    import agents as sdk
+    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+finally:
+    sys.path[:] = _path
+assert Path(sdk.__file__ or "").resolve().parent != _HERE, "the suite's agents.py shadows the SDK"
+
+from agent_channel_openai_agents import ask_user  # noqa: E402
+
+sdk.set_tracing_disabled(True)
+
+GATES_ENV = "AGENT_CHANNEL_TEST_GATES"
+CUT = "Tool call "
+"""How the results the adapter writes for stopped calls begin (cancelled, rejected, cut off)."""
+
+
+@sdk.function_tool
+async def gate(name: str) -> str:
+    """Wait until the test opens the gate (creates a file named ``name``).
+
+    Args:
+        name: The gate's name.
+    """
+    path = Path(os.environ[GATES_ENV]) / name
+    while not path.exists():  # noqa: ASYNC110 (the test process cannot set an in-process event)
+        await anyio.sleep(0.01)
+    return f"gate {name} opened"
+
+
+@sdk.function_tool
+async def block(why: str) -> str:
+    """Wait until cancelled.
+
+    Args:
+        why: The prompt that asked for it.
+    """
+    await anyio.sleep_forever()
+    return "unreachable"
+
+
+@sdk.function_tool
+async def quick(why: str) -> str:
+    """Answer at once.
+
+    Args:
+        why: The prompt that asked for it.
+    """
+    return "done"
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+
+
+def summary(items: list[dict[str, Any]]) -> list[dict[str, object]]:
+    """What the model read: roles, texts, tool calls by name, results with their error."""
+    out: list[dict[str, object]] = []
+    for i in items:
+        kind = i.get("type")
+        if i.get("role") == "user":
+            out.append({"role": "user", "text": _text(i.get("content", ""))})
+        elif i.get("role") == "assistant":
+            out.append({"role": "assistant", "text": _text(i.get("content", ""))})
+        elif kind == "function_call":
+            out.append({"role": "call", "text": i["name"]})
+        elif kind == "function_call_output":
+            text = str(i.get("output"))
+            out.append(
+                {"role": "tool", "text": text, "error": text if text.startswith(CUT) else None}
+            )
+    return out
+
+
+def _since_prompt(items: list[dict[str, Any]]) -> tuple[str, list[str]]:
+    text, results = "", []
+    names: dict[str, str] = {}
+    for i in items:
+        if i.get("role") == "user":
+            text, results = _text(i.get("content", "")), []
+        elif i.get("type") == "function_call":
+            names[i["call_id"]] = i["name"]
+        elif i.get("type") == "function_call_output":
+            out = str(i.get("output"))
+            if names.get(i["call_id"]) == "ask_user":
+                results.append(f"answer: {out}")
+            else:
+                results.append(f"{out} ({out if out.startswith(CUT) else None})")
+    return text, results
+
+
+def _call(name: str, args: dict[str, object]) -> Any:
+    return function_call(name, args, call_id=f"{name}-{os.urandom(4).hex()}")
+
+
+async def respond(items: list[dict[str, Any]]) -> list[Any]:
+    """The scripted answer to ``items`` (the model's input)."""
+    text, results = _since_prompt(items)
+    words = text.split()
+    if results and results[-1].startswith("answer: "):
+        return [assistant_message(results[-1])]
+    if results:
+        return [assistant_message("results: " + "; ".join(results))]
+    for w in words:
+        if w.startswith("gate="):
+            return [_call("gate", {"name": w[5:]})]
+        if w.startswith("gates="):
+            a, b = w[6:].split(",")
+            return [_call("gate", {"name": a}), _call("gate", {"name": b})]
+        if w.startswith("say="):
+            return [assistant_message(w[4:])]
+    for name in ("block", "quick"):
+        if name in words:
+            return [assistant_message(f"calling {name}"), _call(name, {"why": text})]
+    if "choose" in words:
+        return [_call("ask_user", {"question": "Which colour?", "choices": ["red", "blue"]})]
+    if "free" in words:
+        return [_call("ask_user", {"question": "What is the deadline?"})]
+    if "hang" in words:
+        await anyio.sleep_forever()
+    if "inspect" in words:
+        return [assistant_message(json.dumps(summary(items)))]
+    if "crash" in words:
+        raise RuntimeError("scripted crash")
+    return [assistant_message(f"echo: {text}")]
+
+
+class Scripted(ScriptedModel):
+    """The SDK's scripted model, never out of steps: each step's responder queues the next."""
+
+    def __init__(self) -> None:
+        super().__init__([ModelStep.respond(self._step)])
+
+    async def _step(self, call: Any) -> Any:
+        self.enqueue(ModelStep.respond(self._step))
+        items = (
+            call.input
+            if isinstance(call.input, list)
+            else [{"role": "user", "content": call.input}]
+        )
+        return await respond([dict(i) for i in items])
+
+
+agent = sdk.Agent(
+    name="oai-test",
+    instructions="You are a test agent.",
+    model=Scripted(),
+    tools=[gate, block, quick, ask_user],
+)
+"""The suites' Agents SDK agent, as an author would write it."""
+
+not_an_agent = object()
+"""F8: an object nothing can serve."""
