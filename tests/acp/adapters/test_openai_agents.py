@@ -61,12 +61,13 @@ def test_f2_messages_sent_during_a_tool_reach_the_next_request_after_its_result_
         (gates / "g1").touch()
         wait_for(lambda: _parked(rt, sid), "the turn ended")
         seen = _inspect(rt, sid)
-    read = [(m["role"], m["text"]) for m in seen if m["role"] != "assistant"]
+    read = [(m["role"], m["text"]) for m in seen]
     assert read == [
         ("user", "gate=g1 start"),
         ("call", "gate"),
         ("tool", "gate g1 opened"),
-        ("user", "first\n\nsecond"),  # the next run, after the result, in post order, once
+        ("user", "first\n\nsecond"),  # the next request, after the result, in post order, once
+        ("assistant", "echo: first\n\nsecond"),  # the model read them before it answered
         ("user", "inspect"),
     ]
 
