@@ -346,9 +346,14 @@ def transport(request: pytest.FixtureRequest) -> Iterator[str]:
         serving.TRANSPORT = "unix"
 
 
-CONSUMERS = {"react": None, "pydantic-ai": "pai_agents:agent"}
-"""The consumers a rule suite runs against: the ReAct loop (the suite's own agents) and a plain
-``pydantic_ai.Agent`` served through its adapter (``pai_agents.py``: the same keywords)."""
+CONSUMERS = {
+    "react": None,
+    "pydantic-ai": "pai_agents:agent",
+    "openai-agents": "oai_agents:agent",
+}
+"""The consumers a rule suite runs against: the ReAct loop (the suite's own agents), a plain
+``pydantic_ai.Agent`` and a plain ``agents.Agent`` (the OpenAI Agents SDK's) served through
+their adapters (``pai_agents.py``, ``oai_agents.py``: the same keywords)."""
 
 
 @pytest.fixture(params=list(CONSUMERS))

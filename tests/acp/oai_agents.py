@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,9 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 try:
     import agents as sdk
     from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+    from agents.testing.model import _stream_events_for_step  # pyright: ignore[reportPrivateUsage]
+    from openai.types.responses import ResponseReasoningItem
+    from openai.types.responses.response_reasoning_item import Summary
 finally:
     sys.path[:] = _path
 assert Path(sdk.__file__ or "").resolve().parent != _HERE, "the suite's agents.py shadows the SDK"
@@ -81,22 +85,36 @@ def _text(content: Any) -> str:
     return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
 
 
-def summary(items: list[dict[str, Any]]) -> list[dict[str, object]]:
-    """What the model read: roles, texts, tool calls by name, results with their error."""
-    out: list[dict[str, object]] = []
+def summary(system: str | None, items: list[dict[str, Any]]) -> list[dict[str, object]]:
+    """What the model read, as ``agents.summary`` reports the ReAct model's input: roles,
+    texts, tool calls by name (on the assistant entry they follow), results with their error."""
+    out: list[dict[str, object]] = [{"role": "system", "text": system}] if system else []
     for i in items:
         kind = i.get("type")
         if i.get("role") == "user":
-            out.append({"role": "user", "text": _text(i.get("content", ""))})
+            content = i.get("content", "")
+            entry: dict[str, object] = {"role": "user", "text": _text(content)}
+            if not isinstance(content, str):
+                entry["parts"] = [
+                    "image" if p.get("type") == "input_image" else "text" for p in content
+                ]
+            out.append(entry)
         elif i.get("role") == "assistant":
             out.append({"role": "assistant", "text": _text(i.get("content", ""))})
         elif kind == "function_call":
-            out.append({"role": "call", "text": i["name"]})
+            last = out[-1] if out else None
+            if last is None or last["role"] != "assistant":
+                last = {"role": "assistant", "text": ""}
+                out.append(last)
+            calls = last.setdefault("tool_calls", [])
+            assert isinstance(calls, list)
+            calls.append(i["name"])
         elif kind == "function_call_output":
             text = str(i.get("output"))
-            out.append(
-                {"role": "tool", "text": text, "error": text if text.startswith(CUT) else None}
-            )
+            error = None
+            if text.startswith(CUT):  # as the ReAct loop's repair marks its own
+                error = "cancelled" if "cancelled" in text else text
+            out.append({"role": "tool", "text": text, "error": error})
     return out
 
 
@@ -121,8 +139,8 @@ def _call(name: str, args: dict[str, object]) -> Any:
     return function_call(name, args, call_id=f"{name}-{os.urandom(4).hex()}")
 
 
-async def respond(items: list[dict[str, Any]]) -> list[Any]:
-    """The scripted answer to ``items`` (the model's input)."""
+async def respond(system: str | None, items: list[dict[str, Any]]) -> Any:
+    """The scripted answer to ``items`` (the model's input): output items, or a step."""
     text, results = _since_prompt(items)
     words = text.split()
     if results and results[-1].startswith("answer: "):
@@ -144,13 +162,27 @@ async def respond(items: list[dict[str, Any]]) -> list[Any]:
         return [_call("ask_user", {"question": "Which colour?", "choices": ["red", "blue"]})]
     if "free" in words:
         return [_call("ask_user", {"question": "What is the deadline?"})]
-    if "hang" in words:
-        await anyio.sleep_forever()
+    if "hang" in words:  # a piece of text streamed, then nothing more
+        return ModelStep.stream(_hang)
     if "inspect" in words:
-        return [assistant_message(json.dumps(summary(items)))]
+        return [assistant_message(json.dumps(summary(system, items)))]
+    if "think" in words:
+        thought = ResponseReasoningItem(
+            id="rs-1", type="reasoning", summary=[Summary(type="summary_text", text="pondering")]
+        )
+        return [thought, assistant_message("thought about it")]
     if "crash" in words:
         raise RuntimeError("scripted crash")
     return [assistant_message(f"echo: {text}")]
+
+
+async def _hang(call: Any) -> AsyncIterator[Any]:
+    """The SDK's own stream of a text answer, up to its first text delta; then it hangs."""
+    step = ModelStep(output=[assistant_message("thinking about it")])
+    for event in _stream_events_for_step(step, preserve_raw_usage=False):
+        yield event
+        if getattr(event, "type", "") == "response.output_text.delta":
+            await anyio.sleep_forever()
 
 
 class Scripted(ScriptedModel):
@@ -166,7 +198,7 @@ class Scripted(ScriptedModel):
             if isinstance(call.input, list)
             else [{"role": "user", "content": call.input}]
         )
-        return await respond([dict(i) for i in items])
+        return await respond(call.system_instructions, [dict(i) for i in items])
 
 
 agent = sdk.Agent(

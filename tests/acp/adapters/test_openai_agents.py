@@ -61,14 +61,14 @@ def test_f2_messages_sent_during_a_tool_reach_the_next_request_after_its_result_
         (gates / "g1").touch()
         wait_for(lambda: _parked(rt, sid), "the turn ended")
         seen = _inspect(rt, sid)
-    read = [(m["role"], m["text"]) for m in seen]
+    read = [(m["role"], m["text"], m.get("tool_calls")) for m in seen[1:]]  # after the system's
     assert read == [
-        ("user", "gate=g1 start"),
-        ("call", "gate"),
-        ("tool", "gate g1 opened"),
-        ("user", "first\n\nsecond"),  # the next request, after the result, in post order, once
-        ("assistant", "echo: first\n\nsecond"),  # the model read them before it answered
-        ("user", "inspect"),
+        ("user", "gate=g1 start", None),
+        ("assistant", "", ["gate"]),
+        ("tool", "gate g1 opened", None),
+        ("user", "first\n\nsecond", None),  # the next request, after the result, in order, once
+        ("assistant", "echo: first\n\nsecond", None),  # the model read them before it answered
+        ("user", "inspect", None),
     ]
 
 
@@ -88,12 +88,12 @@ def test_f3_an_interrupt_stops_the_tool_repairs_the_call_and_the_redirect_contin
         (gates / "g1").touch()  # too late: a tool that went on would now finish
         seen = _inspect(rt, sid)  # the redirect: the same conversation goes on
         said = _said(rt, sid)
-    read = [(m["role"], m["text"]) for m in seen if m["role"] != "assistant"]
+    read = [(m["role"], m["text"], m.get("tool_calls")) for m in seen[1:]]
     assert read == [
-        ("user", "gate=g1 start"),
-        ("call", "gate"),  # kept (the SDK's to_input_list() would drop it)
-        ("tool", OPERATOR_CUT),  # answered: the tool did not run to its end
-        ("user", "inspect"),
+        ("user", "gate=g1 start", None),
+        ("assistant", "", ["gate"]),  # kept (the SDK's to_input_list() would drop it)
+        ("tool", OPERATOR_CUT, None),  # answered: the tool did not run to its end
+        ("user", "inspect", None),
     ]
     tools = [m for m in said if m["role"] == "tool"]
     assert [(m["content"], m["error"]) for m in tools] == [(OPERATOR_CUT, OPERATOR_CUT)]
@@ -127,9 +127,10 @@ def test_f6_a_killed_server_restores_the_conversation_and_every_acknowledged_mes
     # What the model read after the restart: the SDK's own input items, restored, the cut
     # call kept and answered, each message once.
     assert [m["text"] for m in seen if m["role"] == "user"] == users
-    assert [m["text"] for m in seen if m["role"] == "call"] == ["quick", "gate"]
-    assert [m["error"] for m in seen if m["role"] == "tool"] == [
-        None,
+    calls = [m["tool_calls"] for m in seen if m.get("tool_calls")]
+    assert calls == [["quick"], ["gate"]]
+    assert [m["text"] for m in seen if m["role"] == "tool"] == [
+        "done",
         "Tool call interrupted by a restart.",
     ]
 

@@ -31,8 +31,13 @@ from conftest import GUARD, Recorder, agent_env
 pytestmark = pytest.mark.anyio
 
 AGENT = ("-m", "agent_channel_acp", "stdio", "--agent", "question_agents:asking_agent")
-AGENTS = {"react": "question_agents:asking_agent", "pydantic-ai": "pai_agents:agent"}
-"""The Q2 rules hold for a plain ``pydantic_ai.Agent`` whose author added ``ask_user`` too."""
+AGENTS = {
+    "react": "question_agents:asking_agent",
+    "pydantic-ai": "pai_agents:agent",
+    "openai-agents": "oai_agents:agent",
+}
+"""The Q2 rules hold for a plain ``pydantic_ai.Agent`` and a plain ``agents.Agent`` whose
+authors added ``ask_user`` too."""
 asking = AGENTS["react"]
 
 

@@ -24,8 +24,13 @@ from conftest import CONSUMERS, GUARD, Agent, allow, deny, spawn
 
 pytestmark = pytest.mark.anyio
 
-STDIO_AGENTS = {"react": "agents:react_agent", "pydantic-ai": CONSUMERS["pydantic-ai"]}
-"""The S-rules hold for each consumer: the ReAct loop and a plain ``pydantic_ai.Agent``."""
+STDIO_AGENTS = {
+    "react": "agents:react_agent",
+    "pydantic-ai": CONSUMERS["pydantic-ai"],
+    "openai-agents": CONSUMERS["openai-agents"],
+}
+"""The S-rules hold for each consumer: the ReAct loop, a plain ``pydantic_ai.Agent`` and a
+plain ``agents.Agent``."""
 
 
 @pytest.fixture(scope="module", params=list(STDIO_AGENTS))

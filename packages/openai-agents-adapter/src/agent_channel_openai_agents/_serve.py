@@ -16,6 +16,7 @@ history is checkpointed as the SDK's own input items (F6).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from typing import Any, cast
@@ -200,6 +201,7 @@ class _Run:
                             )
             except BaseException:
                 result.cancel()  # stops the model stream or the tools in flight
+                await _settled(result.run_loop_task)
                 raise
         self.live = None
         self.history = as_json(result.to_input_list())
@@ -273,6 +275,20 @@ class _Run:
         if restored.wait or state.get("parked") is not None:
             return False  # parks at the loop's top (live) until a message comes
         return not answered_by_model(self.history)
+
+
+SETTLE = 10.0
+"""How long an interrupt waits for the SDK's run to end after ``cancel()`` (a tool that
+ignores cancellation is left behind after it)."""
+
+
+async def _settled(task: asyncio.Task[Any] | None) -> None:
+    """Wait, shielded, for the run's task that ``cancel()`` cancelled: its tools have then
+    ended and published their end, before the interrupt is answered (S5)."""
+    if task is None or task.done():
+        return
+    with anyio.CancelScope(shield=True), anyio.move_on_after(SETTLE):
+        await asyncio.wait((task,))
 
 
 def _get(raw: object, key: str) -> object:
