@@ -233,3 +233,73 @@ async def test_the_pydantic_ai_example_is_stopped_in_its_tool_and_redirected(
         "then weather in Rome",
     ]
     assert seen[-1].text == "It is sunny in Rome."
+
+
+SUPPORT_DRIVER = r"""
+import json
+import anyio
+from agent_channel import (
+    AwaitingInput, Cancel, ToolCallStarted, TurnCancelled, UserMessage, open_channel,
+)
+from agent_channel_openai_agents import adapt
+import support
+
+
+async def main():
+    make = adapt(support.agent)  # what `serve --agent support:agent` does, by entry point
+    answered = anyio.Event()
+    with anyio.fail_after(20):  # a hang guard
+        async with open_channel() as ch, anyio.create_task_group() as tg:
+            ref = ch.ref()
+            ref.mark_live()
+
+            def on_event(event):
+                if isinstance(event, ToolCallStarted) and event.arguments["order"] == "42":
+                    ref.interrupt(Cancel("user_cancel"))  # Esc, or the editor's stop
+                if isinstance(event, TurnCancelled):
+                    support.lookup_seconds = 0
+                    ref.post(UserMessage("then where is order 7"))
+                if isinstance(event, AwaitingInput) and event.stop_reason == "end_turn":
+                    answered.set()
+
+            ref.subscribe(on_event)
+            tg.start_soon(make(None))
+            ref.post(UserMessage("where is order 42"))
+            await answered.wait()
+            seen = ref.messages()
+            tg.cancel_scope.cancel()
+    print(json.dumps([[m.role, m.text, getattr(m, "error", None)] for m in seen]))
+
+
+anyio.run(main)
+"""
+
+
+def test_the_openai_agents_example_is_stopped_in_its_tool_and_redirected() -> None:
+    """docs/examples/support.py, served as ``serve --agent support:agent`` serves it (its
+    adapter makes the factory): stopped in the slow tool, the call kept with its cancelled
+    result, and the redirect goes on in the same conversation. In its own process: the
+    SDK's package is named ``agents``, as tests/acp's agents module is."""
+    import json
+    import os
+    import subprocess
+
+    examples = ROOT / "docs/examples"
+    env = {**os.environ, "PYTHONPATH": str(examples), "OPENAI_AGENTS_DISABLE_TRACING": "1"}
+    run = subprocess.run(
+        [sys.executable, "-c", SUPPORT_DRIVER],
+        cwd=examples,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    seen = [tuple(m) for m in json.loads(run.stdout.splitlines()[-1])]
+    cut = "Tool call cancelled by the operator."
+    assert [m for m in seen if m[0] == "tool"] == [
+        ("tool", cut, cut),
+        ("tool", "order 7 has shipped", None),
+    ]
+    assert [m[1] for m in seen if m[0] == "user"] == ["where is order 42", "then where is order 7"]
+    assert seen[-1] == ("assistant", "Your order 7 has shipped.", None)

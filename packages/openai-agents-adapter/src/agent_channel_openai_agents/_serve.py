@@ -97,7 +97,8 @@ class _Run:
     """The loop of one execution: the history, the shown conversation, what is pending."""
 
     def __init__(self, agent: Agent[Any], model: str | None, ch: AgentChannel) -> None:
-        self.agent = channelled(agent, ch)
+        self.agent = channelled(agent, ch)  # the agent whose turn is next (handoffs move it)
+        self.clones: dict[int, Agent[Any]] = {id(agent): self.agent, id(self.agent): self.agent}
         self.model = model
         self.config = RunConfig(model=model) if model else None
         self.ch = ch
@@ -204,6 +205,7 @@ class _Run:
                 await _settled(result.run_loop_task)
                 raise
         self.live = None
+        self.agent = self.clone(result.last_agent)  # after a handoff, the agent handed to
         self.history = as_json(result.to_input_list())
         self.streamed = []
         self.checkpoint()
@@ -242,6 +244,14 @@ class _Run:
             if m.tool_call_id in fixed:
                 m = m.model_copy(update={"content": text, "error": text})
             self.conv.append(m)
+
+    def clone(self, agent: Agent[Any]) -> Agent[Any]:
+        """``agent`` with its function tools seen (:func:`channelled`), made once each."""
+        made = self.clones.get(id(agent))
+        if made is None:
+            made = self.clones[id(agent)] = channelled(agent, self.ch)
+            self.clones[id(made)] = made
+        return made
 
     def model_name(self) -> str | None:
         if self.model:
