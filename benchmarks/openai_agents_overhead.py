@@ -19,12 +19,10 @@ Tracing is off. Run: .venv/bin/python benchmarks/openai_agents_overhead.py
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import statistics
 import sys
 import time
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +41,7 @@ from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _adapter_memory import memory
 from react_overhead import interrupt_latency as react_interrupt_latency
 
 set_tracing_disabled(True)
@@ -207,50 +206,6 @@ async def bare_cancel(samples: int = 200) -> dict[str, Any]:
     return {"samples": len(ms), "p50_ms": round(ms[len(ms) // 2], 4), "p99_ms": round(ms[-3], 4)}
 
 
-async def memory(executions: int = 50) -> dict[str, Any]:
-    """Traced bytes per execution parked for its operator after one answered prompt."""
-    agent = _workload(1)
-    parked = 0
-    wanted = 1
-    all_parked = anyio.Event()
-
-    def on_event(e: ExecutionEvent) -> None:
-        nonlocal parked
-        if e.type == "awaiting_input":
-            parked += 1
-            if parked == wanted:
-                all_parked.set()
-
-    async def one() -> None:
-        async with open_channel() as ch:
-            ref = ch.ref()
-            ref.mark_live()
-            ref.subscribe(on_event)
-            ref.post(UserMessage("go"))
-            await factory(agent)(None)()
-
-    async with anyio.create_task_group() as warm:  # one first: imports and caches
-        warm.start_soon(one)
-        await all_parked.wait()
-        warm.cancel_scope.cancel()
-    parked, wanted, all_parked = 0, executions, anyio.Event()
-    gc.collect()
-    tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
-    async with anyio.create_task_group() as tg:
-        for _ in range(executions):
-            tg.start_soon(one)
-        await all_parked.wait()
-        gc.collect()
-        after = tracemalloc.get_traced_memory()[0]
-        tg.cancel_scope.cancel()
-    tracemalloc.stop()
-    return {
-        "executions": executions,
-        "kib_per_execution": round((after - before) / executions / 1024, 1),
-    }
-
-
 async def main() -> dict[str, Any]:
     ours = await interrupt_latency()
     react = await react_interrupt_latency(samples=300)
@@ -263,7 +218,7 @@ async def main() -> dict[str, Any]:
             "ratio_p99_vs_react": round(ours["p99_ms"] / react["p99_ms"], 3),
             "target_ratio_p99": 1.2,
         },
-        "memory_per_execution": await memory(),
+        "memory_per_execution": await memory(lambda: factory(_workload(1))(None)),
     }
 
 

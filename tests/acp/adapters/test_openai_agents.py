@@ -8,59 +8,24 @@ against it too (``consumer`` in tests/acp/conftest.py). Real processes, the SDK'
 
 from __future__ import annotations
 
-import json
-import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import pytest
+from adapter_scenarios import inspect, restored_after_a_kill, sent_during_a_tool
+from adapter_scenarios import said as said_by
 from serving import GUARD, HERE, ctl, env, execution, messages, one_line_failure, serving, wait_for
 
 AGENT = "oai_agents:agent"
 OPERATOR_CUT = "Tool call cancelled by the operator."
 
 
-def _parked(rt: Path, sid: str) -> bool:
-    return execution(rt, sid)["status"] == "waiting for operator"
-
-
-def _said(rt: Path, sid: str) -> list[dict[str, Any]]:
-    """The conversation as the client reads it (full), each with its ``text``."""
-    out = messages(rt, sid, every=True, full=True)
-    for m in out:
-        content = m["content"]
-        m["text"] = (
-            content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
-        )
-    return out
-
-
-def _inspect(rt: Path, sid: str) -> list[dict[str, Any]]:
-    """What the model read at an ``inspect`` prompt (the scripted model reports it)."""
-    assert ctl(rt, "send", sid, "inspect").returncode == 0
-    wait_for(lambda: _said(rt, sid)[-1]["role"] == "assistant" and _parked(rt, sid), "inspect")
-    return json.loads(_said(rt, sid)[-1]["text"])
-
-
 def test_f2_messages_sent_during_a_tool_reach_the_next_request_after_its_result_once(
     tmp_path: Path,
 ) -> None:
-    rt = tmp_path / "rt"
-    rt.mkdir(mode=0o700)
-    gates = Path(tempfile.mkdtemp(prefix="acp-gates-"))
-    with serving(
-        rt, "--agent", AGENT, "--input", "gate=g1 start", AGENT_CHANNEL_TEST_GATES=str(gates)
-    ) as s:
-        (sid,) = s.ids()
-        wait_for(lambda: execution(rt, sid)["runningToolCalls"], "the gate tool running")
-        for text in ("first", "second"):
-            assert ctl(rt, "send", sid, text).returncode == 0  # acknowledged, queued
-        (gates / "g1").touch()
-        wait_for(lambda: _parked(rt, sid), "the turn ended")
-        seen = _inspect(rt, sid)
+    seen = sent_during_a_tool(tmp_path, AGENT)
     read = [(m["role"], m["text"], m.get("tool_calls")) for m in seen[1:]]  # after the system's
     assert read == [
         ("user", "gate=g1 start", None),
@@ -86,8 +51,8 @@ def test_f3_an_interrupt_stops_the_tool_repairs_the_call_and_the_redirect_contin
         assert ctl(rt, "cancel", sid).returncode == 0
         wait_for(lambda: not execution(rt, sid)["runningToolCalls"], "the gate tool stopped")
         (gates / "g1").touch()  # too late: a tool that went on would now finish
-        seen = _inspect(rt, sid)  # the redirect: the same conversation goes on
-        said = _said(rt, sid)
+        seen = inspect(rt, sid)  # the redirect: the same conversation goes on
+        said = said_by(rt, sid)
     read = [(m["role"], m["text"], m.get("tool_calls")) for m in seen[1:]]
     assert read == [
         ("user", "gate=g1 start", None),
@@ -102,23 +67,7 @@ def test_f3_an_interrupt_stops_the_tool_repairs_the_call_and_the_redirect_contin
 def test_f6_a_killed_server_restores_the_conversation_and_every_acknowledged_message_once(
     tmp_path: Path,
 ) -> None:
-    rt, store = tmp_path / "rt", tmp_path / "store.db"
-    rt.mkdir(mode=0o700)
-    gates = tempfile.mkdtemp(prefix="acp-gates-")
-    gate_env = {"AGENT_CHANNEL_TEST_GATES": gates}
-    args = ("--agent", AGENT, "--store", str(store))
-    with serving(rt, *args, "--input", "quick first", **gate_env) as s:
-        (sid,) = s.ids()
-        wait_for(lambda: _parked(rt, sid), "the first prompt answered")
-        assert ctl(rt, "send", sid, "gate=g1 wait here").returncode == 0
-        wait_for(lambda: execution(rt, sid)["runningToolCalls"], "the gate tool running")
-        assert ctl(rt, "send", sid, "say=after").returncode == 0  # queued behind the tool
-        assert s.stop(signal.SIGKILL) == -signal.SIGKILL
-    with serving(rt, *args, **gate_env) as s:
-        assert s.ids() == [sid]  # the same execution, restored
-        wait_for(lambda: _parked(rt, sid), "the restored run answered the queued message")
-        seen = _inspect(rt, sid)
-        said = _said(rt, sid)
+    said, seen = restored_after_a_kill(tmp_path, AGENT)
     users = [m["text"] for m in said if m["role"] == "user"]
     assert users == ["quick first", "gate=g1 wait here", "say=after", "inspect"]  # once each
     cut = [m for m in said if m["role"] == "tool" and m["error"]]

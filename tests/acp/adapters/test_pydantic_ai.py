@@ -6,54 +6,20 @@ Real processes, pydantic-ai's own ``FunctionModel``; checked from the client sid
 
 from __future__ import annotations
 
-import json
-import signal
-import tempfile
 from pathlib import Path
-from typing import Any
 
 import pytest
-from serving import ctl, execution, messages, one_line_failure, serving, wait_for
+from adapter_scenarios import parked, restored_after_a_kill, sent_during_a_tool
+from adapter_scenarios import said as said_by
+from serving import ctl, messages, one_line_failure, serving, wait_for
 
 AGENT = "pai_agents:agent"
-
-
-def _parked(rt: Path, sid: str) -> bool:
-    return execution(rt, sid)["status"] == "waiting for operator"
-
-
-def _said(rt: Path, sid: str) -> list[dict[str, Any]]:
-    """The conversation as the client reads it (full), each with its ``text``."""
-    out = messages(rt, sid, every=True, full=True)
-    for m in out:
-        content = m["content"]
-        m["text"] = (
-            content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
-        )
-    return out
 
 
 def test_f6_a_killed_server_restores_the_conversation_and_every_acknowledged_message_once(
     tmp_path: Path,
 ) -> None:
-    rt, store = tmp_path / "rt", tmp_path / "store.db"
-    rt.mkdir(mode=0o700)
-    gates = tempfile.mkdtemp(prefix="acp-gates-")
-    gate_env = {"AGENT_CHANNEL_TEST_GATES": gates}
-    args = ("--agent", AGENT, "--store", str(store))
-    with serving(rt, *args, "--input", "quick first", **gate_env) as s:
-        (sid,) = s.ids()
-        wait_for(lambda: _parked(rt, sid), "the first prompt answered")
-        assert ctl(rt, "send", sid, "gate=g1 wait here").returncode == 0
-        wait_for(lambda: execution(rt, sid)["runningToolCalls"], "the gate tool running")
-        assert ctl(rt, "send", sid, "say=after").returncode == 0  # queued behind the tool
-        assert s.stop(signal.SIGKILL) == -signal.SIGKILL
-    with serving(rt, *args, **gate_env) as s:
-        assert s.ids() == [sid]  # the same execution, restored
-        wait_for(lambda: _parked(rt, sid), "the restored run answered the queued message")
-        assert ctl(rt, "send", sid, "inspect").returncode == 0
-        wait_for(lambda: _said(rt, sid)[-1]["role"] == "assistant" and _parked(rt, sid), "inspect")
-        said = _said(rt, sid)
+    said, seen = restored_after_a_kill(tmp_path, AGENT)
     users = [m["text"] for m in said if m["role"] == "user"]
     assert users == ["quick first", "gate=g1 wait here", "say=after", "inspect"]  # once each
     cut = [m for m in said if m["role"] == "tool" and m["error"]]
@@ -61,7 +27,6 @@ def test_f6_a_killed_server_restores_the_conversation_and_every_acknowledged_mes
     assert any(m["role"] == "assistant" and m["text"] == "after" for m in said)
     # What the model read after the restart: pydantic-ai's own history, restored through its
     # serialisation, the cut call answered, each message once.
-    seen = json.loads(said[-1]["text"])
     assert [m["text"] for m in seen if m["role"] == "user"] == users
     assert [m["error"] for m in seen if m["role"] == "tool"] == [
         None,
@@ -72,21 +37,7 @@ def test_f6_a_killed_server_restores_the_conversation_and_every_acknowledged_mes
 def test_f2_messages_sent_during_a_tool_reach_the_next_request_after_its_result_once(
     tmp_path: Path,
 ) -> None:
-    rt = tmp_path / "rt"
-    rt.mkdir(mode=0o700)
-    gates = Path(tempfile.mkdtemp(prefix="acp-gates-"))
-    with serving(
-        rt, "--agent", AGENT, "--input", "gate=g1 start", AGENT_CHANNEL_TEST_GATES=str(gates)
-    ) as s:
-        (sid,) = s.ids()
-        wait_for(lambda: execution(rt, sid)["runningToolCalls"], "the gate tool running")
-        for text in ("first", "second"):
-            assert ctl(rt, "send", sid, text).returncode == 0  # acknowledged, queued
-        (gates / "g1").touch()
-        wait_for(lambda: _parked(rt, sid), "the turn ended")
-        assert ctl(rt, "send", sid, "inspect").returncode == 0
-        wait_for(lambda: _said(rt, sid)[-1]["role"] == "assistant" and _parked(rt, sid), "inspect")
-        seen = json.loads(_said(rt, sid)[-1]["text"])
+    seen = sent_during_a_tool(tmp_path, AGENT)
     roles = [(m["role"], m["text"]) for m in seen if m["role"] != "assistant"]
     assert roles == [
         ("system", "You are a test agent."),
@@ -127,8 +78,8 @@ def test_f1_the_model_flag_overrides_the_agents_own(tmp_path: Path) -> None:
     rt = tmp_path
     with serving(rt, "--agent", "pai_agents:plain", "--model", "test", "--input", "hello") as s:
         (sid,) = s.ids()
-        wait_for(lambda: _parked(rt, sid), "answered by pydantic-ai's TestModel")
-        said = _said(rt, sid)
+        wait_for(lambda: parked(rt, sid), "answered by pydantic-ai's TestModel")
+        said = said_by(rt, sid)
     # pydantic-ai's own TestModel answers, not the agent's FunctionModel (which echoes)
     assert said[-1]["role"] == "assistant" and "echo" not in said[-1]["text"]
 
