@@ -158,6 +158,8 @@ async def respond(system: str | None, items: list[dict[str, Any]]) -> Any:
     for name in ("block", "quick"):
         if name in words:
             return [assistant_message(f"calling {name}"), _call(name, {"why": text})]
+    if "handoff" in words and system == TRIAGE:
+        return [_call("transfer_to_helper", {})]
     if "choose" in words:
         return [_call("ask_user", {"question": "Which colour?", "choices": ["red", "blue"]})]
     if "free" in words:
@@ -208,6 +210,13 @@ agent = sdk.Agent(
     tools=[gate, block, quick, ask_user],
 )
 """The suites' Agents SDK agent, as an author would write it."""
+
+TRIAGE = "You hand work to the helper."
+helper = sdk.Agent(
+    name="helper", instructions="You are the helper.", model=Scripted(), tools=[quick, gate]
+)
+triage = sdk.Agent(name="triage", instructions=TRIAGE, model=Scripted(), handoffs=[helper])
+"""F7: an agent that hands off (``handoff``) to another; the next prompts go to that one."""
 
 not_an_agent = object()
 """F8: an object nothing can serve."""

@@ -1,6 +1,6 @@
 """A plain OpenAI Agents SDK ``agents.Agent`` served by the CLI through its adapter (found
 by entry point): messages after a tool's result (F2), an interrupt in a tool repaired and
-continued (F3), restored after a crash with ``--store`` (F6), refused in one line when
+continued (F3), restored after a crash with ``--store`` (F6), handoffs (F7), refused in one line when
 nothing serves the object (F8), and ``attachable().run(agent)`` (F1). The rule suites run
 against it too (``consumer`` in tests/acp/conftest.py). Real processes, the SDK's own
 ``ScriptedModel``, tracing off; checked from the client side only.
@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from adapter_scenarios import inspect, restored_after_a_kill, sent_during_a_tool
+from adapter_scenarios import inspect, parked, restored_after_a_kill, sent_during_a_tool
 from adapter_scenarios import said as said_by
 from serving import GUARD, HERE, ctl, env, execution, messages, one_line_failure, serving, wait_for
 
@@ -82,6 +82,23 @@ def test_f6_a_killed_server_restores_the_conversation_and_every_acknowledged_mes
         "done",
         "Tool call interrupted by a restart.",
     ]
+
+
+def test_f7_after_a_handoff_the_next_prompts_go_to_the_agent_handed_to(tmp_path: Path) -> None:
+    """A handoff ends its run with the agent handed to: the next runs (each turn is one)
+    start from it (``last_agent``), with the whole history, and its tools are cards."""
+    rt = tmp_path
+    with serving(rt, "--agent", "oai_agents:triage", "--input", "handoff please") as s:
+        (sid,) = s.ids()
+        wait_for(lambda: parked(rt, sid), "the handoff answered")
+        assert ctl(rt, "send", sid, "quick now").returncode == 0  # a tool only the helper has
+        wait_for(lambda: parked(rt, sid) and said_by(rt, sid)[-1]["role"] == "assistant", "quick")
+        seen = inspect(rt, sid)
+        said = said_by(rt, sid)
+    assert seen[0] == {"role": "system", "text": "You are the helper."}
+    calls = [m["tool_calls"] for m in seen if m.get("tool_calls")]
+    assert calls == [["transfer_to_helper"], ["quick"]]
+    assert [m["text"] for m in said if m["role"] == "tool"][-1] == "done"
 
 
 @pytest.mark.parametrize("command", ["stdio", "serve"])
