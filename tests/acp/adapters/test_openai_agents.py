@@ -1,9 +1,9 @@
 """A plain OpenAI Agents SDK ``agents.Agent`` served by the CLI through its adapter (found
 by entry point): messages after a tool's result (F2), an interrupt in a tool repaired and
-continued (F3), restored after a crash with ``--store`` (F6), handoffs (F7), refused in one line when
-nothing serves the object (F8), and ``attachable().run(agent)`` (F1). The rule suites run
-against it too (``consumer`` in tests/acp/conftest.py). Real processes, the SDK's own
-``ScriptedModel``, tracing off; checked from the client side only.
+continued (F3), restored after a crash with ``--store`` (F6), handoffs (F7), refused in one
+line when nothing serves the object (F8), and ``attachable().run(agent)`` (F1). The rule
+suites run against it too (``consumer`` in tests/acp/conftest.py). Real processes, the
+SDK's own ``ScriptedModel``, tracing off; checked from the client side only.
 """
 
 from __future__ import annotations
