@@ -331,3 +331,15 @@ def test_ls_json_over_ws_gives_the_servers_own_pid_and_start(rt: Path) -> None:
         assert entry["startedAt"] == record["started_at"]
         text = ctl(rt, "ls", "--server", served.url).stdout
         assert text.startswith(f"pid {served.proc.pid}  {served.url}  since "), text
+
+
+def test_security_md_out_of_scope_says_what_listens_beyond_loopback() -> None:
+    """Issue 29, item 15: SECURITY.md's "Out of scope" states what ships (a WebSocket
+    listener beyond loopback when asked, with TLS; see the two tests above), not that
+    nothing listens beyond 127.0.0.1 and there is no TLS."""
+    text = (HERE.parent.parent / "SECURITY.md").read_text()
+    scope = text.split("## Out of scope", 1)[1].split("\n## ", 1)[0]
+    assert "nothing listens beyond 127.0.0.1" not in scope
+    assert "there is no TLS" not in scope
+    for fact in ("--ws-host", "--tls-cert", "token", "--cafile", "pool"):
+        assert fact in scope, fact
