@@ -296,6 +296,30 @@ async def test_approval_card_answered_by_key(rt: Path) -> None:
             await until(pilot, "the card gone", lambda: panel(app, "#approval") == "")
 
 
+async def test_an_approval_the_server_stops_waiting_for_leaves_the_panel_and_the_header(
+    rt: Path,
+) -> None:
+    """Another client's ``cancel`` settles the held approval ($/cancel_request): the console
+    drops its box and its header stops saying "approval pending" (issue 29, item 9)."""
+    with serving(rt, "--approve"):
+        app = Console()
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, "the indicator", lambda: "approval pending" in panel(app, "#header"))
+            run = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, "-m", "agent_channel_acp", "cancel", app.state.execution_id],
+                env=agent_env(AGENT_CHANNEL_RUNTIME_DIR=str(rt)),
+                capture_output=True,
+                text=True,
+                timeout=GUARD,
+            )
+            assert run.returncode == 0, run.stderr
+            await until(pilot, "the turn cancelled", lambda: app.state.turn == "cancelled")
+            await until(pilot, "the card gone", lambda: panel(app, "#approval") == "")
+            assert "pending" not in panel(app, "#header")
+            assert "no longer asked" in shown(app, "note")
+
+
 async def test_reconnects_after_the_server_restarts(rt: Path) -> None:
     with serving(rt) as proc:
         app = Console()
