@@ -32,9 +32,7 @@ AT_END = """() => {
 """The conversation overflows its pane and shows its end."""
 
 
-def test_an_interrupt_that_voids_the_question_takes_its_box_away(
-    tmp_path: Path, page: Any
-) -> None:
+def test_an_interrupt_that_voids_the_question_takes_its_box_away(tmp_path: Path, page: Any) -> None:
     from playwright.sync_api import expect
 
     with serving(tmp_path, *ASKING, "--input", "choose", "--ws", "0") as s:
@@ -47,16 +45,16 @@ def test_an_interrupt_that_voids_the_question_takes_its_box_away(
         expect(box).to_have_count(0)  # no live buttons for a question no one asks
 
 
-def test_the_queued_notice_goes_once_the_agent_read_the_message(
-    tmp_path: Path, page: Any
-) -> None:
+def test_the_queued_notice_goes_once_the_agent_read_the_message(tmp_path: Path, page: Any) -> None:
     from playwright.sync_api import expect
 
     with serving(tmp_path, "--demo", "--ws", "0", **LONG_TOOLS) as s:
         (target,) = ids(s, 1)
         page.goto(page_url(s.announced))
         conversation = page.get_by_test_id("conversation")
-        expect(conversation.locator('[data-kind="tool"][data-status="in_progress"]')).to_have_count(1)
+        expect(conversation.locator('[data-kind="tool"][data-status="in_progress"]')).to_have_count(
+            1
+        )
         page.get_by_test_id("message").fill("Change of plan: brief me on pricing instead.")
         page.get_by_test_id("send").click()
         notice = page.get_by_test_id("notice")
@@ -105,9 +103,7 @@ def test_the_conversation_follows_its_end_until_the_operator_scrolls_up(
         page.wait_for_function(AT_END, timeout=GUARD * 1000)  # following again
 
 
-def test_a_first_load_shows_the_listed_state_before_the_replay(
-    tmp_path: Path, page: Any
-) -> None:
+def test_a_first_load_shows_the_listed_state_before_the_replay(tmp_path: Path, page: Any) -> None:
     """The page's session/load is held on its way to the server (Playwright's WebSocket
     route): until the replay comes, the header says what the table says, not "turn idle"."""
     from playwright.sync_api import expect
@@ -142,5 +138,7 @@ def test_a_first_load_shows_the_listed_state_before_the_replay(
         server, message = held[0]
         server.send(message)
         conversation = page.get_by_test_id("conversation")
-        expect(conversation.locator('[data-kind="tool"][data-status="in_progress"]')).to_have_count(1)
+        expect(conversation.locator('[data-kind="tool"][data-status="in_progress"]')).to_have_count(
+            1
+        )
         expect(state).to_contain_text("running · turn started")
