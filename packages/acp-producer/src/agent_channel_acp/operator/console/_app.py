@@ -186,7 +186,8 @@ class Console(App[None]):
         elif current is None:
             placeholder = self._shown.get("ready", _READY)
         else:
-            placeholder = f"Answer the agent: {current.title}, {field_hint(current)}; Enter"
+            which = f" ({current.title})" if form is not None and len(form.fields) > 1 else ""
+            placeholder = f"Answer the agent{which}: {field_hint(current)}, then Enter"
         if self._shown.get("placeholder") != placeholder:
             self._shown["placeholder"] = placeholder
             self.query_one("#input", Input).placeholder = placeholder

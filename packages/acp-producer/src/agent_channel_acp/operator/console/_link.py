@@ -133,6 +133,7 @@ class Link:
         finally:
             self.state.approval = None
             self._answer = None
+            self._forget(f"tool:{tool_call.tool_call_id}")
             self.changed()
 
     async def form(self, question_id: str, text: str, schema: JsonObject) -> FormAnswer:
@@ -151,6 +152,7 @@ class Link:
                 self.state.question = None
             if self._asked is asked:
                 self._asked = None
+            self._forget(f"question:{question_id}")
             self.changed()
 
     def fill(self, text: str) -> bool:
@@ -205,6 +207,11 @@ class Link:
             meta = params.get("_meta")
             what = f"question:{meta.get(QUESTION_ID) if isinstance(meta, dict) else ''}"
         self._requests[frame.get("id")] = what
+
+    def _forget(self, what: str) -> None:
+        """The request asking ``what`` is answered: its id is no longer kept."""
+        for request_id in [i for i, w in self._requests.items() if w == what]:
+            del self._requests[request_id]
 
     def behind(self) -> bool:
         """More than :data:`BEHIND` bytes wait to be folded: the UI should let it read."""

@@ -108,7 +108,7 @@ def parse(f: Field, text: str) -> object:
         same = [c for c in f.choices if c.casefold() == text.casefold()]
         if same:
             return same[0]
-        return Rejected(f"type a number from 1 to {len(f.choices)}, or a choice as written")
+        return Rejected(f'"{text}" is not one of the choices')
     if not text:
         return Rejected(f"{f.title} is required")
     if f.kind == "integer":

@@ -250,8 +250,8 @@ HELP = (
     "ctrl+g select the next running tool\n"
     "ctrl+w withdraw your queued message\n"
     "ctrl+o select the next child\n"
-    "ctrl+y / ctrl+n  answer an approval\n"
-    "a question: type, Enter; ctrl+n declines\n"
+    "ctrl+y / ctrl+n  allow / reject\n"
+    "a question: Enter answers\n"
     "ctrl+q quit"
 )
 
