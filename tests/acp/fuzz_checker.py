@@ -171,11 +171,18 @@ class Wire:
         self.owed.expect(stream)
         self.frames_sent += len(lines)
         start = 0
-        for end in [*cut_at, len(stream)]:
-            if end > start:
-                self.writer.write(stream[start:end])
-                await self.writer.drain()
-                start = end
+        try:
+            async with asyncio.timeout(SETTLE):  # a server that stops reading fails, not hangs
+                for end in [*cut_at, len(stream)]:
+                    if end > start:
+                        self.writer.write(stream[start:end])
+                        await self.writer.drain()
+                        start = end
+        except TimeoutError:
+            raise AssertionError(
+                f"the server stopped reading: {len(stream) - start} bytes of the batch not "
+                f"written after {SETTLE:g} s; {self.owing()}"
+            ) from None
 
     def missing(self, keys: Callable[[str], bool] = lambda k: True) -> dict[str, int]:
         """Ids still owed a response (how many)."""
@@ -201,8 +208,25 @@ class Wire:
         except TimeoutError:
             pass
         missing = self.missing(keys)
-        assert not missing, "requests never answered: " + "\n".join(
-            repr(self.owed.lines[k]) for k in sorted(missing)[:10]
+        assert not missing, f"after {guard:g} s, {self.owing(keys)}"
+
+    def owing(self, keys: Callable[[str], bool] = lambda k: True) -> str:
+        """What is still owed, for a failure: each request never answered (its method and
+        its line, the first ten), the null-id errors owed, and what did come back."""
+        missing = self.missing(keys)
+        lines = [
+            f"  id {k} ({self.owed.methods.get(k)}): {self.owed.lines[k]!r}"
+            for k in sorted(missing)[:10]
+        ]
+        return "\n".join(
+            [
+                f"{len(missing)} requests never answered, "
+                f"{max(0, self.owed.null_errors - self.null_errors)} null-id errors owed "
+                f"({sum(self.got.values())} answers and {self.notifications} notifications "
+                "came back; reader "
+                f"{'ended' if self.reading is not None and self.reading.done() else 'open'}):",
+                *lines,
+            ]
         )
 
     async def call(self, method: str, params: Any, msg_id: str, guard: float = SETTLE) -> JSON:

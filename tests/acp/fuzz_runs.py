@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from conftest import GUARD
 from fuzz_checker import Wire
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 T = TypeVar("T")
 
@@ -64,13 +64,20 @@ class Figures:
 
 
 def fuzz_settings(examples: int) -> settings:
-    """Hypothesis settings for a fuzz run: ``examples`` batches, the same ones every time."""
+    """Hypothesis settings for a fuzz run: ``examples`` batches, the same ones every time.
+
+    No shrinking: the batches go to one server whose state the earlier ones built, and the
+    wire's debts outlive a batch, so a smaller replay would not isolate anything, and each
+    replay after a lost answer waits out the whole guard again (one lost answer once held
+    the suite for 17 minutes that way). The first failure is reported as it happened."""
     return settings(
         max_examples=examples,
         derandomize=True,  # a fixed seed: CI runs the same frames every time
         database=None,
         deadline=None,
         suppress_health_check=list(HealthCheck),
+        phases=(Phase.explicit, Phase.reuse, Phase.generate),
+        report_multiple_bugs=False,
     )
 
 

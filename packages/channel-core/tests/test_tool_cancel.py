@@ -11,11 +11,13 @@
 from __future__ import annotations
 
 import threading
+import warnings
 
 import anyio
 import anyio.lowlevel
 import pytest
 from agent_channel import (
+    AgentChannel,
     AgentInterrupted,
     Cancel,
     ChatMessageAssistant,
@@ -29,6 +31,7 @@ from agent_channel import (
     UserMessage,
     cancelled_result,
     open_channel,
+    repair,
 )
 
 pytestmark = pytest.mark.anyio
@@ -107,3 +110,45 @@ async def test_a_drain_in_a_scope_stops_the_scope_for_an_interrupt_from_another_
         assert ch.drain() == []
     assert events.count("TurnCancelled") == 1
     assert "TurnEnded" not in events
+
+
+async def _forgetful_turn(ch: AgentChannel, conv: Conversation, turn: int) -> None:
+    """A hand-written turn that forgets ``cancelled_result``: its first call is stopped
+    alone and left open, its second model step's call runs until the turn is interrupted."""
+    ref = ch.ref()
+    first = ToolCall(id=f"t{turn}-a", name="search", arguments={"q": "first"})
+    second = ToolCall(id=f"t{turn}-b", name="fetch", arguments={"url": "x"})
+    with pytest.raises(AgentInterrupted), ch.scope():
+        conv.append(ChatMessageAssistant(content="", tool_calls=(first,)))  # model step 1
+        with ch.region(first.id), conv.tool_call(first):
+            assert ref.cancel_region(first.id) is True  # the operator stops this call alone
+            await anyio.sleep_forever()
+        # (no cancelled_result: the author forgot it, and the loop goes on)
+        conv.append(ChatMessageAssistant(content="", tool_calls=(second,)))  # model step 2
+        with ch.region(second.id), conv.tool_call(second):
+            ref.interrupt(Cancel("user_cancel"))  # the operator stops the turn
+            await anyio.sleep_forever()
+    conv.extend(repair(list(conv)))
+
+
+async def test_repair_answers_every_open_call_and_warns_a_forgetful_body_once() -> None:
+    """Issue 29, item 16: after an interrupt, ``repair`` gives every call of the
+    conversation left without a result one (the one-result rule), an earlier model step's
+    included; a call left open before the last model step is the body's doing (it forgot
+    ``cancelled_result``) and is warned of once, as a ``RuntimeWarning`` at the body's call
+    of ``repair``."""
+    async with open_channel() as ch:
+        conv = Conversation(ch, [ChatMessageUser(content="look things up")])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            for turn in (1, 2):  # the same body, the same mistake, twice
+                await _forgetful_turn(ch, conv, turn)
+                conv.append(ChatMessageUser(content="go on"))
+    calls = [c.id for m in conv if isinstance(m, ChatMessageAssistant) for c in m.tool_calls]
+    results = [m.tool_call_id for m in conv if isinstance(m, ChatMessageTool)]
+    assert sorted(results) == sorted(calls) == ["t1-a", "t1-b", "t2-a", "t2-b"]
+    assert repair(list(conv)) == []
+    found = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(found) == 1, [str(w.message) for w in found]
+    assert "cancelled_result" in str(found[0].message)
+    assert found[0].filename == __file__

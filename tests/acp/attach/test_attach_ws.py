@@ -95,7 +95,7 @@ def test_a_token_file_others_can_read_is_refused_and_a_private_one_is_the_token(
         listed = ctl(elsewhere, "ls", "--server", served.url, "--token-file", str(token))
         assert listed.returncode == 0 and "1 executions" in listed.stdout, listed.stderr
         bare = ctl(elsewhere, "ls", "--server", served.url)
-        assert "token" in bare.stdout or "Authentication" in bare.stdout, bare
+        one_line_failure(bare, served.url, "token")
 
 
 # -- the token ------------------------------------------------------------------------------
@@ -282,3 +282,64 @@ async def test_a_ws_client_that_never_reads_is_cut_off_and_the_others_keep_their
             card_status(keeper, sid, t) == "completed" for t in cards
         )
         print(f"a deaf WebSocket client was cut off after {turns} turns of 400 kB")
+
+
+# -- verbs that cannot reach the server (issue 29, item 14) -------------------------------------
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on: bound, never listened, held while the verb runs."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    _closing.append(s)
+    return s.getsockname()[1]
+
+
+_closing: list[socket.socket] = []
+
+
+def test_a_server_the_verbs_cannot_reach_fails_them_in_one_line_naming_it(
+    rt: Path, tls: dict[str, Path]
+) -> None:
+    """``ls --server`` that cannot connect (a closed port, a certificate it does not trust)
+    exits non-zero with one line naming the url as given, nothing on stdout; no verb says
+    "pid 0"."""
+    port = _closed_port()
+    try:
+        closed = f"ws://127.0.0.1:{port}"
+        for args in (("ls",), ("ls", "--json"), ("send", "abc", "hi"), ("queue", "abc")):
+            run = ctl(rt, args[0], "--server", closed, *args[1:])
+            one_line_failure(run, closed)
+            assert "pid 0" not in run.stderr and run.stdout == "", (args, run.stdout)
+    finally:
+        for s in _closing:
+            s.close()
+    tls_args = ("--tls-cert", str(tls["cert"]), "--tls-key", str(tls["key"]))
+    with ws_serve(rt, "--ws", "0", *tls_args) as served:
+        url = f"wss://127.0.0.1:{served.port}"
+        for args in (("ls",), ("ls", "--json"), ("messages", only_id(served))):
+            untrusted = ctl(rt, args[0], "--server", url, *args[1:])
+            one_line_failure(untrusted, url, "CERTIFICATE_VERIFY_FAILED")
+            assert "pid 0" not in untrusted.stderr and untrusted.stdout == ""
+
+
+def test_ls_json_over_ws_gives_the_servers_own_pid_and_start(rt: Path) -> None:
+    with ws_serve(rt, "--ws", "0") as served:
+        (entry,) = json.loads(ctl(rt, "ls", "--server", served.url, "--json").stdout)["servers"]
+        record = served.record
+        assert entry["pid"] == served.proc.pid == record["pid"]
+        assert entry["startedAt"] == record["started_at"]
+        text = ctl(rt, "ls", "--server", served.url).stdout
+        assert text.startswith(f"pid {served.proc.pid}  {served.url}  since "), text
+
+
+def test_security_md_out_of_scope_says_what_listens_beyond_loopback() -> None:
+    """Issue 29, item 15: SECURITY.md's "Out of scope" states what ships (a WebSocket
+    listener beyond loopback when asked, with TLS; see the two tests above), not that
+    nothing listens beyond 127.0.0.1 and there is no TLS."""
+    text = (HERE.parent.parent / "SECURITY.md").read_text()
+    scope = text.split("## Out of scope", 1)[1].split("\n## ", 1)[0]
+    assert "nothing listens beyond 127.0.0.1" not in scope
+    assert "there is no TLS" not in scope
+    for fact in ("--ws-host", "--tls-cert", "token", "--cafile", "pool"):
+        assert fact in scope, fact

@@ -251,3 +251,48 @@ def test_d6_children_running_when_serve_dies_are_announced_lost_to_their_parent(
 
         wait_for(lambda: running <= announced(), f"each of {running} announced lost")
         _check(rt, e, [], set(), "after the restart")
+
+
+def _queue_rows(rt: Path, execution: str) -> dict[str, str]:
+    """The queue as ``queue --json`` shows it: each message's text by its sender."""
+    return {q["text"]: q["client"] for q in ctl_json(rt, "queue", execution)["messages"]}
+
+
+def test_d4_a_restored_queue_keeps_who_sent_each_message(tmp_path: Path) -> None:
+    """Issue 29, item 11: after a restore the queue's sender column still names the client.
+    The demo's tool outlasts the test (600 s, rerun on the restore: it is idempotent), so
+    no boundary folds the messages in, before the crash or after it."""
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    store = tmp_path / "store.db"
+    slow = {"AGENT_CHANNEL_DEMO_TOOL_SECONDS": "600"}
+    with serving(rt, "--demo", "--store", str(store), **slow) as s:
+        (e,) = s.ids(1)
+        wait_for(lambda: executions(rt)[0].get("runningToolCalls"), "the tool running")
+        for text in ("first note", "second note"):
+            assert ctl(rt, "send", e, text).returncode == 0
+        before = _queue_rows(rt, e)
+        assert set(before) == {"first note", "second note"} and all(before.values()), before
+        _kill(s)
+    with serving(rt, "--demo", "--store", str(store), **slow) as s:
+        assert s.ids(1) == [e]
+        assert executions(rt)[0].get("runningToolCalls"), "the premise: no boundary yet"
+        assert _queue_rows(rt, e) == before
+
+
+def test_ls_says_where_a_server_keeps_its_store(tmp_path: Path) -> None:
+    """Issue 29, item 13: ``ls`` and ``ls --json`` show a server's store, and a server
+    without one says so (``store: null``)."""
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    store = tmp_path / "store.db"
+    with _serve(rt, store) as s:
+        s.ids(1)
+        (server,) = ctl_json(rt, "ls")["servers"]
+        assert server["store"] == str(store)
+        assert f"store {store}" in ctl(rt, "ls").stdout.splitlines()[0]
+    with serving(rt, "--demo") as s:
+        s.ids(1)
+        (server,) = ctl_json(rt, "ls")["servers"]
+        assert "store" in server and server["store"] is None
+        assert "store" not in ctl(rt, "ls").stdout.splitlines()[0]

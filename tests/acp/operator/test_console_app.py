@@ -106,6 +106,19 @@ def panel(app: Console, selector: str) -> str:
     return str(app.query_one(selector, Static).content)
 
 
+async def verb(rt: Path, *args: str) -> None:
+    """``agent-channel-acp ARGS`` as another client would run it, off the app's loop."""
+    run = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "agent_channel_acp", *args],
+        env=agent_env(AGENT_CHANNEL_RUNTIME_DIR=str(rt)),
+        capture_output=True,
+        text=True,
+        timeout=GUARD * 3,
+    )
+    assert run.returncode == 0, run.stderr
+
+
 def running_card(app: Console) -> EntryView | None:
     cards = [v for v in views(app, "tool") if v.entry.status == "in_progress"]
     return cards[-1] if cards else None
@@ -296,6 +309,22 @@ async def test_approval_card_answered_by_key(rt: Path) -> None:
             await until(pilot, "the card gone", lambda: panel(app, "#approval") == "")
 
 
+async def test_an_approval_the_server_stops_waiting_for_leaves_the_panel_and_the_header(
+    rt: Path,
+) -> None:
+    """Another client's ``cancel`` settles the held approval ($/cancel_request): the console
+    drops its box and its header stops saying "approval pending" (issue 29, item 9)."""
+    with serving(rt, "--approve"):
+        app = Console()
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, "the indicator", lambda: "approval pending" in panel(app, "#header"))
+            await verb(rt, "cancel", app.state.execution_id)  # another client
+            await until(pilot, "the turn cancelled", lambda: app.state.turn == "cancelled")
+            await until(pilot, "the card gone", lambda: panel(app, "#approval") == "")
+            assert "pending" not in panel(app, "#header")
+            assert "no longer asked" in shown(app, "note")
+
+
 async def test_reconnects_after_the_server_restarts(rt: Path) -> None:
     with serving(rt) as proc:
         app = Console()
@@ -322,15 +351,7 @@ async def test_clear_message_at_execution_end_with_undelivered_messages(rt: Path
             await until(pilot, "a running tool card", lambda: running_card(app))
             await type_and_send(pilot, "you will not read this")
             await until(pilot, "the server's queue", lambda: app.state.mine_queued())
-            run = await asyncio.to_thread(
-                subprocess.run,
-                [sys.executable, "-m", "agent_channel_acp", "end", app.state.execution_id],
-                env=agent_env(AGENT_CHANNEL_RUNTIME_DIR=str(rt)),
-                capture_output=True,
-                text=True,
-                timeout=GUARD * 3,
-            )
-            assert run.returncode == 0, run.stderr
+            await verb(rt, "end", app.state.execution_id)
             await until(pilot, "the end", lambda: "The execution has ended" in shown(app, "note"))
             note = shown(app, "note")
             assert "you will not read this" in note

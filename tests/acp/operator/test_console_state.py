@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from agent_channel_acp.operator.console._link import Link
-from agent_channel_acp.operator.console._state import MAX_ENTRIES, MAX_TEXT, State
+from agent_channel_acp.operator.console._state import MAX_ENTRIES, MAX_TEXT, State, form_of
 
 M = "agent_channel."
 
@@ -267,3 +267,34 @@ def test_d5_the_picker_says_when_an_execution_was_restored() -> None:
     assert "restored" not in target_label(entry)  # 0: never
     entry["restored"] = 1_796_196_000.0
     assert " · restored " in target_label(entry)
+
+
+def test_a_questions_form_takes_a_choice_by_number_or_words_and_says_a_misfit() -> None:
+    """The schema the server sends for a choice (Q2): one ``answer`` with an ``enum``."""
+    schema = {"properties": {"answer": {"type": "string", "enum": ["red", "blue"]}}}
+    form = form_of("q1", "Which colour?", {**schema, "required": ["answer"]})
+    assert not form.fill("7") and form.error == '"7" is not one of the choices'
+    assert not form.fill("green") and form.current is not None
+    assert form.fill("2") and form.current is None and form.content() == {"answer": "blue"}
+    by_words = form_of("q2", "Which colour?", schema)
+    assert by_words.fill("RED") and by_words.content() == {"answer": "red"}
+
+
+def test_a_questions_form_is_filled_field_after_field_each_as_its_kind() -> None:
+    props = {
+        "city": {"type": "string", "title": "City"},
+        "days": {"type": "integer", "title": "Days"},
+        "budget": {"type": "number", "title": "Budget"},
+        "visa": {"type": "boolean", "title": "Visa"},
+        "notes": {"type": "string", "title": "Notes"},
+    }
+    form = form_of("q", "Trip?", {"properties": props, "required": ["city", "days", "visa"]})
+    assert not form.fill("") and form.error == "City is required"
+    assert form.fill("Lisbon")
+    assert not form.fill("three") and form.error == "Days takes a whole number"
+    assert form.fill("3")
+    assert form.fill("")  # Budget is optional: Enter alone skips it
+    assert not form.fill("maybe") and form.error == "Visa takes y or n"
+    assert form.fill("y") and form.current is not None and form.current.name == "notes"
+    assert form.fill("window seat") and form.current is None
+    assert form.content() == {"city": "Lisbon", "days": 3, "visa": True, "notes": "window seat"}

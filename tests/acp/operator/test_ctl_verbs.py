@@ -252,3 +252,40 @@ def test_a26_the_verbs_present_the_token_on_tcp(rt: Path, agent_host: Host) -> N
         wait_for(lambda: any(m.get("text") == "over tcp" for m in messages(rt, target)), "echo")
         (server,) = ctl_json(rt, "ls")["servers"]
         assert server["transport"] == "tcp" and "error" not in server
+
+
+def test_ls_lists_the_servers_that_answer_and_fails_for_one_that_does_not(rt: Path) -> None:
+    """Issue 29, item 14: a local server that does not answer (its record names a live
+    process whose socket is gone) is one line on stderr and exit status 1; the others are
+    still listed (``--json``: its entry carries the error)."""
+    import subprocess
+    import sys
+
+    from agent_channel_acp.wire._discovery import process_start
+
+    with serving(rt, "--agent", AGENT) as served:
+        served.ids(1)
+        mute = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        try:
+            record = {
+                "version": 1,
+                "pid": mute.pid,
+                "pid_start": process_start(mute.pid),
+                "started_at": 1.0,
+                "transport": {"kind": "unix", "path": str(rt / "gone.sock")},
+                "executions": [],
+            }
+            (rt / f"{mute.pid}.json").write_text(json.dumps(record))
+            (rt / f"{mute.pid}.json").chmod(0o600)
+            text = ctl(rt, "ls")
+            assert text.returncode == 1 and f"pid {served.proc.pid}" in text.stdout
+            (line,) = text.stderr.strip().splitlines()
+            assert f"pid {mute.pid}" in line and "not answering" in line
+            assert "gone.sock" not in text.stdout
+            as_json = ctl(rt, "ls", "--json")
+            assert as_json.returncode == 1
+            entries = {e["pid"]: e for e in json.loads(as_json.stdout)["servers"]}
+            assert "error" in entries[mute.pid] and "executions" in entries[served.proc.pid]
+        finally:
+            mute.kill()
+            mute.wait()

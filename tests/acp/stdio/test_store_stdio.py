@@ -139,3 +139,40 @@ async def test_d8_a_second_stdio_agent_on_a_held_store_exits_with_one_line(
     assert len(lines) == 1, second.stderr
     assert "in use by another running server" in lines[0] and store in lines[0]
     assert second.stdout == ""
+
+
+async def unanswered(agent: Agent, sid: str, text: str) -> None:
+    """A prompt whose agent dies before its turn ends (its connection closes)."""
+    with pytest.raises(ConnectionError):
+        await agent.conn.prompt(session_id=sid, prompt=[acp.text_block(text)])
+
+
+async def test_d5_load_of_a_restored_session_replays_first_and_each_card_once(
+    tmp_path: Path,
+) -> None:
+    """Issue 29, item 12: a tool call in flight at the crash runs again on the restore (the
+    demo's search is idempotent); ``session/load`` sends the replay first, in the
+    conversation's order, and the call's card once (``tool_call`` once; what its re-run
+    says after is a ``tool_call_update``). The tool outlasts the test (600 s), so the
+    re-run's start is the one live event that can race the replay."""
+    store = str(tmp_path / "store.db")
+    slow = {"AGENT_CHANNEL_DEMO_TOOL_SECONDS": "600"}
+    async with spawn("--demo", "--store", store, **slow) as agent, anyio.create_task_group() as tg:
+        sid = await agent.session()
+        tg.start_soon(unanswered, agent, sid, "brief me on otters")
+        await agent.rec.wait_until(lambda: "tool_call" in agent.rec.kinds(sid))
+        (first,) = [u for u in agent.rec.updates[sid] if u["sessionUpdate"] == "tool_call"]
+        await killed(agent)
+        tg.cancel_scope.cancel()
+
+    async with spawn("--demo", "--store", store, **slow) as agent:
+        with anyio.fail_after(GUARD):
+            await agent.request("session/load", load_params(sid))
+        updates = agent.rec.updates[sid]
+        kinds = [u["sessionUpdate"] for u in updates]
+        assert kinds[0] == "user_message_chunk", kinds  # the replay, from its start
+        assert "brief me on otters" in said(agent, sid)[0]
+        cards = [u["toolCallId"] for u in updates if u["sessionUpdate"] == "tool_call"]
+        assert cards == [first["toolCallId"]], kinds  # the in-flight call's card, once
+        replayed_at = kinds.index("tool_call")
+        assert kinds.index("user_message_chunk") < replayed_at

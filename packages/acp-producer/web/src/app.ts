@@ -28,6 +28,10 @@ export class Console {
   fatal = "";
   status = "connecting";
   notice = "";
+  /** The message a "queued as" notice is about: the notice goes once the agent read it. */
+  private noticeFor: string | null = null;
+  /** Whether the conversation pane follows its live end (the operator scrolled up: not). */
+  follow = true;
   private fleet: ClientConnection | null = null;
   private fleetGeneration = 0;
   private everConnected = false;
@@ -136,6 +140,7 @@ export class Console {
     try {
       const answer = await ext<{ executions?: Obj[] }>(this.fleet, "list", {});
       this.executions = answer.executions ?? [];
+      this.fold.seed(this.row(this.selected));
       if (this.child && !this.fold.childrenKnown) this.childMoved();
       if (this.selected === null && this.executions.length) {
         const first = this.executions.find((e) => e.drivable !== false) ?? this.executions[0]!;
@@ -151,6 +156,8 @@ export class Console {
     if (id === this.selected && this.session) return;
     this.selected = id;
     this.fold = new Fold();
+    this.fold.seed(this.row(id));
+    this.follow = true;
     this.child = null;
     this.changed();
     if (this.fleet) await this.bind(id, true);
@@ -164,6 +171,7 @@ export class Console {
     this.session?.close();
     this.session = null;
     const fold = fresh ? this.fold : new Fold();
+    fold.seed(this.row(id));
     const mine = () => binding === this.binding;
     let dropped = false;
     let conn: ClientConnection | null = null; // the closed handler may run before connect returns
@@ -174,9 +182,15 @@ export class Console {
           if (p.sessionId !== id || !mine()) return;
           fold.notification(m, p);
           if (m.endsWith("/children")) this.childMoved();
+          if (this.noticeFor !== null && fold === this.fold && fold.left.has(this.noticeFor)) {
+            this.notice = ""; // the agent read it (or it was withdrawn): no longer queued
+            this.noticeFor = null;
+          }
           this.changed();
         },
         permission: (params) => this.ask(fold, params as unknown as Obj),
+        asked: (rid, params) => { if (mine()) fold.asked(rid, params); },
+        withdrawn: (rid) => { if (mine()) { fold.withdrawn(rid); this.changed(); } },
         closed: (why) => { dropped = true; if (mine() && conn && this.session === conn) this.lost("session", why); },
       });
       if (!mine()) { conn.close(); return; }
@@ -226,6 +240,7 @@ export class Console {
       this.changed();
       return;
     }
+    this.noticeFor = null;
     try {
       this.notice = await call(conn, sid);
     } catch (e) {
@@ -239,7 +254,10 @@ export class Console {
     return this.act("send", async (c, sessionId) => {
       const answer = await c.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text }] });
       const id = (answer._meta ?? {})[MESSAGE_ID];
-      return id ? `queued as ${String(id)}: the agent reads it at its next step` : "sent";
+      if (!id) return "sent";
+      if (this.fold.left.has(String(id))) return ""; // read already: nothing is queued
+      this.noticeFor = String(id);
+      return `queued as ${String(id)}: the agent reads it at its next step`;
     });
   }
 
@@ -273,6 +291,11 @@ export class Console {
   }
 
   // -- children (K11, K12): the terminal console's ctrl+r, ctrl+e and ctrl+x ----------------
+
+  /** The list's row of execution `id`. */
+  private row(id: string | null): Obj | undefined {
+    return id === null ? undefined : this.executions.find((e) => String(e.id) === id);
+  }
 
   /** The bound execution's children in tree order: its _agent_channel/children notifications
    * once one came, else the list's rows for it. */

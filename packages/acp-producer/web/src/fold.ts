@@ -7,6 +7,8 @@ export const META = "agent_channel.";
 export const MAX_ENTRIES = 2000;
 export const MAX_TEXT = 20000;
 export const CUT_TO = (MAX_TEXT * 3) / 4;
+/** Message ids remembered after they left the queue (read or withdrawn). */
+export const MAX_LEFT = 256;
 
 export interface Entry {
   key: string;
@@ -73,11 +75,43 @@ export class Fold {
   childrenKnown = false;
   approval: Approval | null = null;
   ended: Obj | null = null;
+  /** Ids of messages that left the queue (the agent read them, or they were withdrawn),
+   * newest last, at most MAX_LEFT: a "queued as" notice goes when its id is here. */
+  left = new Set<string>();
+  /** Whether a turn_state came on this binding; until then the list's row says (`seed`). */
+  turnKnown = false;
+  private listed = "";
+  /** The JSON-RPC id of each permission request waiting here, to its tool call's id. */
+  private requests = new Map<Json, string>();
   private counter = 0;
 
   get status(): string {
     if (this.ended) return this.ended.error ? "failed" : "finished";
+    if (!this.turnKnown && this.listed) return this.listed;
     return this.turn === "started" ? "running" : "waiting for operator";
+  }
+
+  /** The execution's row in the list, while this binding has not said its turn yet (a first
+   * load before the replay): the header then says what the table says. */
+  seed(row: Obj | undefined): void {
+    if (this.turnKnown || !row) return;
+    this.listed = String(row.status ?? "");
+    this.turn = String(row.turnState ?? "");
+  }
+
+  /** A permission request arrived (its id, before the page is asked). */
+  asked(id: Json, params: Obj): void {
+    this.requests.set(id, String(obj(params.toolCall).toolCallId ?? ""));
+  }
+
+  /** The server stopped waiting for request `id`: its box goes (a late answer is dropped). */
+  withdrawn(id: Json): void {
+    const toolCallId = this.requests.get(id);
+    this.requests.delete(id);
+    const a = this.approval;
+    if (toolCallId === undefined || !a || String(a.toolCall.toolCallId ?? "") !== toolCallId) return;
+    this.note(`no longer asked (answered elsewhere, or void): ${String(a.toolCall.title ?? toolCallId)}`);
+    a.answer(null);
   }
 
   note(text: string): void {
@@ -130,6 +164,7 @@ export class Fold {
     const name = method.replace(/^_?agent_channel\//, "");
     if (name === "turn_state") {
       this.turn = String(p.state ?? "");
+      this.turnKnown = true;
       if (this.turn === "cancelled") {
         for (const e of this.entries.values()) {
           if (e.kind === "tool" && (e.status === "in_progress" || e.status === "pending")) {
@@ -139,9 +174,13 @@ export class Fold {
       }
     } else if (name === "queue") {
       const rows = Array.isArray(p.messages) ? p.messages : [];
+      const before = this.queue;
       this.queue = rows.map((r) => obj(r)).map((q) => ({
         id: String(q.id ?? ""), text: String(q.text ?? ""), client: String(q.client ?? ""),
       }));
+      const now = new Set(this.queue.map((q) => q.id));
+      for (const q of before) if (!now.has(q.id)) this.left.add(q.id);
+      for (const id of this.left) { if (this.left.size <= MAX_LEFT) break; this.left.delete(id); }
     } else if (name === "children") {
       this.children = (Array.isArray(p.children) ? p.children : []).map((r) => obj(r));
       this.childrenKnown = true;

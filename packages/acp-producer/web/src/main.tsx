@@ -3,7 +3,7 @@
 // entry's text per frame.
 import "./jitless";
 import { Component, createRef, render } from "preact";
-import { useState } from "preact/hooks";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { Console } from "./app";
 import { settled, type Entry } from "./fold";
 import type { Json, Obj } from "./wire";
@@ -209,6 +209,35 @@ function Composer({ c }: { c: Console }) {
   );
 }
 
+/** The conversation pane: it follows its live end (each draw scrolls to it) until the operator
+ * scrolls up, and again once they scroll back down to the end, as the terminal console does.
+ * Following is a flag the operator's scrolling sets, not a look at the position when
+ * something arrives: content that grew since the last draw is not the operator leaving. */
+function Conversation({ c }: { c: Console }) {
+  const pane = useRef<HTMLDivElement>(null);
+  const top = useRef(0);
+  useLayoutEffect(() => {
+    const el = pane.current;
+    if (el && c.follow && el.scrollTop + el.clientHeight < el.scrollHeight) {
+      el.scrollTop = el.scrollHeight;
+      top.current = el.scrollTop;
+    }
+  });
+  const scrolled = (ev: Event) => {
+    const el = ev.currentTarget as HTMLDivElement;
+    const was = c.follow;
+    if (el.scrollTop + el.clientHeight >= el.scrollHeight - 2) c.follow = true;
+    else if (el.scrollTop < top.current) c.follow = false; // only the operator moves it up
+    top.current = el.scrollTop;
+    if (c.follow !== was) c.changed();
+  };
+  return (
+    <div class="conversation" data-testid="conversation" data-follow={String(c.follow)} ref={pane} onScroll={scrolled}>
+      {[...c.fold.entries.values()].map((e) => <Row key={e.key} entry={e} version={e.version} console={c} />)}
+    </div>
+  );
+}
+
 function Execution({ c }: { c: Console }) {
   const f = c.fold;
   if (c.selected === null) return <section class="execution"><p>No execution selected.</p></section>;
@@ -216,9 +245,7 @@ function Execution({ c }: { c: Console }) {
   return (
     <section class="execution" data-testid="execution-view" data-id={c.selected}>
       <h2>{f.title || c.selected} <span class="state" data-testid="state">{f.status} · turn {f.turn || "idle"}{f.role ? ` · ${f.role}` : ""}</span></h2>
-      <div class="conversation" data-testid="conversation">
-        {[...f.entries.values()].map((e) => <Row key={e.key} entry={e} version={e.version} console={c} />)}
-      </div>
+      <Conversation c={c} />
       {a && (
         <div class="approval" data-testid="approval">
           <b>{String(a.toolCall.toolCallId ?? "").startsWith("question-") ? "The agent asks:" : "Approve?"}</b>{" "}

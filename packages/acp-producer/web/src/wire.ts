@@ -24,6 +24,11 @@ export interface Handlers {
   update?(sessionId: string, update: Obj): void;
   notification?(method: string, params: Obj): void;
   permission?(params: RequestPermissionRequest): Promise<string | null>;
+  /** A permission request arrived under JSON-RPC id `id` (before `permission` runs). */
+  asked?(id: Json, params: Obj): void;
+  /** `$/cancel_request`: the server stopped waiting for request `id` (answered elsewhere,
+   * an interrupt, a stop): what it asked is void. */
+  withdrawn?(id: Json): void;
   closed?(why: string): void;
 }
 
@@ -47,8 +52,16 @@ function foldingSocket(handlers: Handlers): typeof WebSocket {
     if (typeof data !== "string") return false;
     let m: { id?: unknown; method?: unknown; params?: unknown };
     try { m = JSON.parse(data) as typeof m; } catch { return false; }
-    if (m.id !== undefined || typeof m.method !== "string" || !m.params || typeof m.params !== "object") return false;
+    if (typeof m.method !== "string" || !m.params || typeof m.params !== "object") return false;
     const params = m.params as Obj;
+    if (m.id !== undefined) { // a request: the SDK answers it; its id names it in a withdraw
+      if (m.method === "session/request_permission") handlers.asked?.(m.id as Json, params);
+      return false;
+    }
+    if (m.method === "$/cancel_request") {
+      handlers.withdrawn?.(params.requestId ?? null);
+      return true;
+    }
     if (m.method === "session/update") {
       handlers.update?.(String(params.sessionId), (params.update ?? {}) as Obj);
       return true;

@@ -8,6 +8,7 @@ calls :func:`repair` so the next model call sees a well-formed conversation
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -102,25 +103,50 @@ def _merge_text(parts: list[Content]) -> tuple[Content, ...]:
 def repair(
     messages: Sequence[ChatMessage], reason: CancelReason = "user_cancel"
 ) -> list[ChatMessageTool]:
-    """Synthetic results for every tool call of the last assistant message left unanswered.
+    """Synthetic results for every tool call of the conversation left without one.
 
-    Append them so the next model call is well-formed after an interrupt.
+    Append them so the next model call is well-formed after an interrupt: each call then
+    has exactly one result. The calls an interrupt leaves open are the last assistant
+    message's; one of an earlier message was left open by the body (a call stopped alone
+    in its region, without :func:`cancelled_result` appended). That is answered here too,
+    after the later messages, and warned of: a :class:`RuntimeWarning` attributed to the
+    line that called ``repair``, which Python's default filter shows once per such line, on
+    stderr (``logging.captureWarnings(True)`` sends it to the ``py.warnings`` logger; ``-W
+    error::RuntimeWarning`` makes it an error in a test suite).
     """
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if isinstance(m, ChatMessageAssistant):
-            answered = {r.tool_call_id for r in messages[i + 1 :] if isinstance(r, ChatMessageTool)}
-            return [
+    answered = {m.tool_call_id for m in messages if isinstance(m, ChatMessageTool)}
+    last = max(
+        (i for i, m in enumerate(messages) if isinstance(m, ChatMessageAssistant)), default=-1
+    )
+    out: list[ChatMessageTool] = []
+    earlier = False
+    for i, m in enumerate(messages):
+        if not isinstance(m, ChatMessageAssistant):
+            continue
+        for call in m.tool_calls:
+            if call.id in answered:
+                continue
+            answered.add(call.id)  # one result, even for an id given twice
+            out.append(
                 ChatMessageTool(
                     tool_call_id=call.id,
                     function=call.name,
                     content=_REPAIR_TEXT[reason],
                     error="cancelled",
                 )
-                for call in m.tool_calls
-                if call.id not in answered
-            ]
-    return []
+            )
+            earlier = earlier or i != last
+    if earlier:
+        warnings.warn(_UNANSWERED, RuntimeWarning, stacklevel=2)
+    return out
+
+
+_UNANSWERED = (
+    "repair() answered a tool call left without a result before the last model step: a body "
+    "that stops a call in its region must append cancelled_result(call) then (the model was "
+    "called with the call unanswered)"
+)
+"""One text, so Python's default filter shows it once per place that calls repair."""
 
 
 def cancelled_result(call: ToolCall) -> ChatMessageTool:

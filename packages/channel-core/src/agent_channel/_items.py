@@ -82,6 +82,9 @@ class UserMessage(ChannelItem):
     type: Literal["user_message"] = "user_message"  # pyright: ignore[reportIncompatibleVariableOverride]
     content: str | tuple[Content, ...]
     source: str = "operator"
+    sender: str | None = None
+    """Who posted it, for people (an ACP client's name, say): kept with the item where a
+    store keeps it, never shown to the model. None when nobody said."""
 
     def __init__(self, content: str | tuple[Content, ...] | None = None, /, **data: Any) -> None:
         if content is not None:

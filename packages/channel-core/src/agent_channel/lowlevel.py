@@ -155,8 +155,8 @@ def unnest(channel: AgentChannel, watch: Subscriber, approver: Approver) -> None
     with channel._lock:  # pyright: ignore[reportPrivateUsage]
         routes = channel._vars  # pyright: ignore[reportPrivateUsage]
         routed: tuple[Approver, ...] = routes.get(APPROVALS, ())  # pyright: ignore[reportAssignmentType]
-        routes[APPROVALS] = () if routed == (approver,) else tuple(
-            r for r in routed if r is not approver
+        routes[APPROVALS] = (
+            () if routed == (approver,) else tuple(r for r in routed if r is not approver)
         )
 
 

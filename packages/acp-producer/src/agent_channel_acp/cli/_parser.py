@@ -312,7 +312,14 @@ def _add_verbs(add_parser: AddParser) -> None:
         add_remote(p)
         return p
 
-    verb("ls", "list the running servers and their executions", target="none")
+    ls = verb("ls", "list the running servers and their executions", target="none")
+    ls.description = (
+        "List the running servers and their executions: each server's pid, where it "
+        "listens, since when, and the store that keeps its executions (if any). Exit "
+        "status 1 when a server cannot be reached: with --server, one line says why and "
+        "nothing is listed; otherwise the others are listed and each one not answering is "
+        "a line on stderr (in --json, an entry with its error)."
+    )
     messages = verb("messages", "print an execution's conversation", target="optional")
     amount = messages.add_mutually_exclusive_group()
     amount.add_argument(

@@ -106,7 +106,13 @@ async def hosting(
             await listener.close()
             raise
     _hosted.append(server)
-    publication = Publication(directory, listener.transport, endpoint and endpoint.transport)
+    started: object = getattr(server, "started", None)  # the attach server's, which it tells
+    publication = Publication(
+        directory,
+        listener.transport,
+        endpoint and endpoint.transport,
+        started if isinstance(started, float) else None,
+    )
     loop = asyncio.get_running_loop()
     changed = asyncio.Event()
     watched = cast("_Watched", server) if hasattr(server, "on_change") else None
@@ -329,6 +335,8 @@ def serve_command(
 
     async def main() -> None:
         server = AttachServer(replay=replay, approve=approve, context_window=context_window)
+        if opened is not None:
+            server.store = str(opened.path.absolute())
         hosting = asyncio.current_task()
         unrunnable: list[NotRunnable] = []
 

@@ -20,7 +20,7 @@ from ..wire._errors import WireError
 from ..wire._rpc import LINE_LIMIT, AnswerTooLarge, RpcClient
 
 if TYPE_CHECKING:
-    from ..wire._frames import Execution, JsonObject, WsTransport
+    from ..wire._frames import Execution, JsonObject, ServerAbout, WsTransport
 
 ASK_SECONDS = 10.0
 """How long one request to a server may take before the verb gives up on it."""
@@ -43,6 +43,8 @@ class Server:
     record: Record
     conn: RpcClient
     executions: list[Execution]
+    about: ServerAbout | None = None
+    """What the server says of itself (None from a server older than it)."""
 
     async def ask(self, method: str, params: Mapping[str, object]) -> JsonObject:
         """An extension request's answer: an object, read with checks (a server's word)."""
@@ -102,7 +104,9 @@ async def open_stream(
             async with asyncio.timeout(ASK_SECONDS):
                 return await ws_streams(t["url"], cafile=t.get("cafile"), reader=reader)
         except (OSError, TimeoutError) as e:
-            raise CtlError(f"cannot connect to the server at {record.where()}: {e}") from None
+            raise CtlError(
+                f"cannot connect to the server at {record.named or record.where()}: {e}"
+            ) from None
     try:
         async with asyncio.timeout(ASK_SECONDS):
             if t["kind"] == "unix":
@@ -128,6 +132,7 @@ def remote_record(url: str, token_file: str | None, cafile: str | None) -> Recor
 
     from ..wire._discovery import TokenFileError, read_token_file
 
+    given = url
     parts = urlsplit(url)
     if parts.scheme not in ("ws", "wss") or not parts.hostname or parts.port is None:
         raise CtlError(f"--server takes ws://HOST:PORT or wss://HOST:PORT, not {url!r}")
@@ -151,7 +156,7 @@ def remote_record(url: str, token_file: str | None, cafile: str | None) -> Recor
                     break
     if token:
         transport["token"] = token
-    return Record(pid=0, transport=transport)
+    return Record(pid=0, transport=transport, named=given)
 
 
 @asynccontextmanager
@@ -165,7 +170,7 @@ async def reached(record: Record) -> AsyncGenerator[Server, None]:
             params["_meta"] = meta
         await ask(conn.request("initialize", params))
         listed = await ask(conn.request("_" + EXT + "list", {}))
-        yield Server(record, conn, executions_of(listed))
+        yield Server(record, conn, executions_of(listed), about_of(listed))
     finally:
         await conn.close()
 
@@ -178,6 +183,31 @@ def executions_of(listed: object) -> list[Execution]:
     if not isinstance(found, list):
         return []
     return [cast("Execution", e) for e in cast("list[object]", found) if isinstance(e, dict)]
+
+
+def failed_at(record: Record, e: CtlError) -> str:
+    """Why ``record``'s server could not be used, naming it as the user did (``--server``)
+    or by its pid; never "pid 0"."""
+    why = str(e)
+    if record.named:
+        return why if record.named in why else f"{record.named}: {why}"
+    return f"pid {record.pid}: {why}"
+
+
+def about_of(listed: object) -> ServerAbout | None:
+    """The ``server`` entry of a ``list`` answer, when it has the shape ours sends."""
+    found = cast("dict[str, object]", listed).get("server") if isinstance(listed, dict) else None
+    if not isinstance(found, dict):
+        return None
+    about = cast("dict[str, object]", found)
+    pid, started, store = about.get("pid"), about.get("startedAt"), about.get("store")
+    if not isinstance(pid, int) or not isinstance(started, int | float):
+        return None
+    return {
+        "pid": pid,
+        "startedAt": float(started),
+        "store": store if isinstance(store, str) else None,
+    }
 
 
 def exec_id(execution: Execution) -> str:
@@ -197,7 +227,7 @@ async def servers() -> AsyncGenerator[list[Server], None]:
             try:
                 found.append(await stack.enter_async_context(reached(record)))
             except CtlError as e:
-                problems.append(f"pid {record.pid}: {e}")
+                problems.append(failed_at(record, e))
         if not found:
             raise CtlError("; ".join(problems))
         for problem in problems:

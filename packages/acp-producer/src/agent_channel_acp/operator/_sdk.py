@@ -56,19 +56,38 @@ async def connected(
     *,
     name: str | None = None,
     reader: asyncio.StreamReader | None = None,
+    forms: bool = False,
 ) -> AsyncGenerator[Linked, None]:
     """An initialized SDK connection to ``record``'s server and its listing. ``client``
     handles what the server sends (default: a quiet one), ``name`` goes in ``clientInfo``,
-    ``reader`` as for :func:`open_stream`."""
+    ``reader`` as for :func:`open_stream`; ``forms``: advertise form elicitation (the
+    client answers ``elicitation/create``, which the SDK counts as unstable protocol)."""
     from acp.client.connection import ClientSideConnection
-    from acp.schema import Implementation
+    from acp.schema import (
+        ClientCapabilities,
+        ElicitationCapabilities,
+        ElicitationFormCapabilities,
+        Implementation,
+    )
 
     reader, writer = await open_stream(record, reader)
-    conn = ClientSideConnection(client or _Quiet(), writer, reader)  # pyright: ignore[reportArgumentType]
+    conn = ClientSideConnection(
+        client or _Quiet(),  # pyright: ignore[reportArgumentType]
+        writer,
+        reader,
+        use_unstable_protocol=forms,
+    )
     info = Implementation(name=name, version="1") if name else None
+    caps = (
+        ClientCapabilities(elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities()))
+        if forms
+        else None
+    )
     try:
         meta: dict[str, Any] = initialize_meta(record)  # the SDK's **kwargs are ``_meta``
-        await ask(conn.initialize(protocol_version=1, client_info=info, **meta))
+        await ask(
+            conn.initialize(protocol_version=1, client_info=info, client_capabilities=caps, **meta)
+        )
         listed = await ask(conn.ext_method(EXT + "list", {}))
         yield Linked(record, conn, executions_of(listed))
     finally:

@@ -24,8 +24,18 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, NoReturn, NotRequired, TextIO, TypedDict, cast
 
 from .._sigint import run
-from ..wire._discovery import RuntimeDirError, live_records, runtime_dir
-from ._connect import CtlError, Server, ask, exec_id, reached, resolve, resolve_child, servers
+from ..wire._discovery import Record, RuntimeDirError, live_records, runtime_dir
+from ._connect import (
+    CtlError,
+    Server,
+    ask,
+    exec_id,
+    failed_at,
+    reached,
+    resolve,
+    resolve_child,
+    servers,
+)
 
 if TYPE_CHECKING:
     from ..wire._frames import (
@@ -34,6 +44,7 @@ if TYPE_CHECKING:
         Execution,
         JsonObject,
         MessagesParams,
+        ServerAbout,
         SteerChildParams,
         StopChildParams,
     )
@@ -42,10 +53,12 @@ if TYPE_CHECKING:
 class _Listed(TypedDict):
     """One server in ``ls --json``."""
 
-    pid: int
+    pid: NotRequired[int]
     where: str
     transport: str
-    startedAt: float
+    startedAt: NotRequired[float]
+    store: NotRequired[str | None]
+    """The file its store keeps executions in, or None: it keeps none."""
     executions: NotRequired[list[Execution]]
     error: NotRequired[str]
 
@@ -114,36 +127,55 @@ def _describe_child(c: ChildEntry, *, asking: bool = False) -> str:
 
 
 async def ls(out: Out, *, as_json: bool) -> int:
+    """List the servers and their executions. A server named with ``--server`` that cannot
+    be reached fails the verb (one line, exit 1); of the local ones, those that answer are
+    listed and each that does not is one line on stderr (in ``--json``, an entry with its
+    ``error``), with exit status 1."""
     records = live_records(runtime_dir(create=False))
     listing: list[_Listed] = []
     lines: list[str] = []
+    failed = False
     for record in records:
-        entry: _Listed = {
-            "pid": record.pid,
-            "where": record.where(),
-            "transport": record.transport["kind"],
-            "startedAt": record.started_at,
-        }
         try:
             async with reached(record) as server:
+                entry = _listed(record, server.about)
                 entry["executions"] = server.executions
         except CtlError as e:
+            if record.named:  # the one server asked for: nothing to list
+                raise CtlError(failed_at(record, e)) from None
+            failed = True
+            entry = _listed(record, None)
             entry["error"] = str(e)
-        listing.append(entry)
-        started = time.strftime("%H:%M:%S", time.localtime(record.started_at))
-        head = f"pid {record.pid}  {record.where()}  since {started}"
-        if not record.pid:  # --server: neither its pid nor its start are known here
-            head = f"remote  {record.where()}"
-        if "error" in entry:
-            lines.append(f"{head}  not answering: {entry['error']}")
+            sys.stderr.write(f"agent-channel-acp: {record.name()} is not answering: {e}\n")
+            listing.append(entry)
             continue
+        listing.append(entry)
+        pid = entry.get("pid")
+        head = [f"pid {pid}" if pid else "remote", entry["where"]]
+        if "startedAt" in entry:
+            head.append(f"since {time.strftime('%H:%M:%S', time.localtime(entry['startedAt']))}")
+        if store := entry.get("store"):
+            head.append(f"store {store}")
         executions = entry.get("executions", [])
-        lines.append(f"{head}  {len(executions)} executions")
+        lines.append("  ".join([*head, f"{len(executions)} executions"]))
         lines += ["  " + _describe_execution(e) for e in executions]
     if not records:
         lines.append("no agent-channel server is running")
-    emit(out, as_json, {"servers": listing}, "\n".join(lines))
-    return 0
+    if lines or as_json:
+        emit(out, as_json, {"servers": listing}, "\n".join(lines))
+    return 1 if failed else 0
+
+
+def _listed(record: Record, about: ServerAbout | None) -> _Listed:
+    """A server's entry in ``ls --json``: its pid and start as it says them, else as its
+    discovery record does; a ``--server`` one that does not say them (an older server) has
+    neither, since nothing here knows them. ``store`` only when the server says."""
+    entry: _Listed = {"where": record.where(), "transport": record.transport["kind"]}
+    if about is not None:
+        entry.update(pid=about["pid"], startedAt=about["startedAt"], store=about["store"])
+    elif not record.named:
+        entry.update(pid=record.pid, startedAt=record.started_at)
+    return entry
 
 
 def _summary_line(i: int, m: JsonObject) -> str:

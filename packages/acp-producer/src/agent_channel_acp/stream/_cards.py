@@ -10,7 +10,7 @@ Every card and card update goes to the ring (see ``_ring``) and out through ``em
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from acp.utils import serialize_params
 from agent_channel import (
@@ -64,23 +64,34 @@ class ToolCards:
         """Cards for the calls the conversation asked for and has no result of yet: they
         run now. An execution served only once its tools started (``add`` of a ref already
         at work) then shows them, and each can be cancelled alone (A6, A22)."""
-        for i in range(len(messages) - 1, -1, -1):
-            msg = messages[i]
-            if not isinstance(msg, ChatMessageAssistant):
-                continue
-            later = messages[i + 1 :]
-            answered = {r.tool_call_id for r in later if isinstance(r, ChatMessageTool)}
-            for call in msg.tool_calls:
-                if call.id in answered or call.id in self._announced:
-                    continue
-                self._announced.add(call.id)
-                self._unfinished.add(call.id)
-                self.cards[call.id] = (call.name, "other")
-                start = m.tool_start(
-                    call.id, title=call.name, kind="other", raw_input=thaw(call.arguments)
-                )
-                self._card(serialize_params(start), call.id)
-            return
+        last = next((i for i in range(len(messages) - 1, -1, -1) if _asks(messages[i])), 0)
+        for call in self._open(messages[last:]):  # the last step's: earlier ones do not run
+            start = m.tool_start(
+                call.id, title=call.name, kind="other", raw_input=thaw(call.arguments)
+            )
+            self._card(serialize_params(start), call.id)
+
+    def shown(self, messages: Sequence[ChatMessage]) -> None:
+        """The calls of a restored conversation that have no result: the client has their
+        cards already (``session/load``'s replay, or its own from before the restart), so
+        they are announced without a card; a call's re-run then updates its card."""
+        self._open(messages)
+
+    def _open(self, messages: Sequence[ChatMessage]) -> list[ToolCall]:
+        """The calls without a result not announced yet, now announced and unfinished."""
+        answered = {r.tool_call_id for r in messages if isinstance(r, ChatMessageTool)}
+        calls = [
+            call
+            for msg in messages
+            if isinstance(msg, ChatMessageAssistant)
+            for call in msg.tool_calls
+            if call.id not in answered and call.id not in self._announced
+        ]
+        for call in calls:
+            self._announced.add(call.id)
+            self._unfinished.add(call.id)
+            self.cards[call.id] = (call.name, "other")
+        return calls
 
     def asked(self, call: ToolCall) -> Card:
         """An approval is asked for ``call``: its card (``pending``) first; its title, kind."""
@@ -195,3 +206,7 @@ class ToolCards:
             self.cards.pop(old, None)
             self.card_seq.pop(old, None)
             self._announced.discard(old)
+
+
+def _asks(message: ChatMessage) -> bool:
+    return isinstance(message, ChatMessageAssistant)

@@ -61,7 +61,7 @@ class OperatorQueue:
         ended, ``ChannelFull`` while ``QUEUE_LIMIT`` messages (or the channel's own) wait."""
         if len(self.items) >= QUEUE_LIMIT:
             raise ChannelFull(f"{QUEUE_LIMIT} operator messages already wait unread")
-        item = UserMessage(content, source="operator")
+        item = UserMessage(content, source="operator", sender=client)
         self.items[item.id] = Queued(item.id, text[:QUEUE_TEXT], client, time.time())
         try:
             await self._call(self._ref.post, item)
@@ -72,12 +72,12 @@ class OperatorQueue:
 
     def adopt(self, items: Sequence[ChannelItem]) -> None:
         """Show operator messages the channel holds that were posted before this queue
-        existed (an execution restored from its store: their sender is not known)."""
+        existed (an execution restored from its store: each keeps its sender, which the
+        item carries; when it was posted is not kept, so it shows when it was adopted)."""
         for item in items:
             if isinstance(item, UserMessage) and item.source == "operator":
-                self.items.setdefault(
-                    item.id, Queued(item.id, item.text[:QUEUE_TEXT], "", time.time())
-                )
+                queued = Queued(item.id, item.text[:QUEUE_TEXT], item.sender or "", time.time())
+                self.items.setdefault(item.id, queued)
 
     async def withdraw(self, message_id: str) -> bool:
         """Take a message back if no boundary has folded it in; whether it was."""

@@ -131,6 +131,9 @@ class Record:
     """Where the record lives (set when read or published)."""
     ws: WsTransport | None = None
     """The WebSocket listener beside ``transport`` (``serve --ws``), token included."""
+    named: str | None = None
+    """The server as the user named it (``--server URL``); None for a record read from the
+    discovery directory, whose pid and start are the server's own."""
 
     def to_json(self) -> RecordFile:
         data: RecordFile = {
@@ -175,6 +178,10 @@ class Record:
             path=path,
             ws=cast("WsTransport", dict(cast("dict[str, object]", ws))) if ws else None,
         )
+
+    def name(self) -> str:
+        """The server for people, in an error: as the user named it, else by its pid."""
+        return self.named or f"pid {self.pid} ({self.where()})"
 
     def where(self) -> str:
         """Where it listens, for people: a socket path or host:port."""
@@ -225,10 +232,16 @@ class Publication:
     """This process's record: written at start, rewritten when its executions change."""
 
     def __init__(
-        self, directory: Path, transport: Transport, ws: WsTransport | None = None
+        self,
+        directory: Path,
+        transport: Transport,
+        ws: WsTransport | None = None,
+        started_at: float | None = None,
     ) -> None:
         pid = os.getpid()
         self.record = Record(pid, transport, pid_start=process_start(pid), ws=ws)
+        if started_at is not None:  # the server's own start, which it tells its clients
+            self.record.started_at = started_at
         self.record.path = directory / f"{pid}{_SUFFIX}"
         self._written: str | None = None
 

@@ -158,8 +158,22 @@ class Execution(TypedDict):
     """When a server restarted on its store restored it (``time.time()``)."""
 
 
+class ServerAbout(TypedDict):
+    """The server itself, in a ``list`` answer: what a client reaching it over a network
+    cannot read from a discovery record of its own."""
+
+    pid: int
+    """Its process id, on its own host."""
+    startedAt: float
+    """When it started serving (``time.time()``; its discovery record's ``started_at``)."""
+    store: str | None
+    """The store file that keeps its executions (an absolute path on its host), or None."""
+
+
 class ListResult(TypedDict):
     executions: list[Execution]
+    server: NotRequired[ServerAbout]
+    """Absent from a server older than it."""
 
 
 # -- _agent_channel/messages (A19) -------------------------------------------------------

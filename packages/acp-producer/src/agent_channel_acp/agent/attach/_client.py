@@ -40,6 +40,7 @@ from ...stream._hub import Hub
 from ...stream._items import META, Live
 from ...stream._questions import can_elicit
 from ...wire._errors import WireError
+from ...wire._frames import ServerAbout
 from ...wire._transport import LineTransport
 from .. import _debug as debug
 from .. import _listing as listing
@@ -71,6 +72,10 @@ class Registry(Protocol):
         ...
 
     def executions(self) -> list[dict[str, Any]]: ...
+
+    def about(self) -> ServerAbout:
+        """The server itself: pid, start, store (``_agent_channel/list``)."""
+        ...
 
     def counts(self) -> dict[str, int]: ...
 
@@ -266,6 +271,9 @@ class AttachClient:
 
     def executions(self) -> list[dict[str, Any]]:
         return self._server.executions()
+
+    def about(self) -> dict[str, Any]:
+        return dict(self._server.about())
 
     # -- plumbing ----------------------------------------------------------------------
 

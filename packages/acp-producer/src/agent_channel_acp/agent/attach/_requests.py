@@ -48,9 +48,13 @@ class Asker(Protocol):
 
     def executions(self) -> list[dict[str, Any]]: ...
 
+    def about(self) -> dict[str, Any]:
+        """The server itself (``ServerAbout``: pid, start, store)."""
+        ...
+
 
 async def _list(asker: Asker, params: Params) -> Result:
-    return {"executions": asker.executions()}
+    return {"executions": asker.executions(), "server": asker.about()}
 
 
 async def _messages(asker: Asker, params: Params) -> Result:

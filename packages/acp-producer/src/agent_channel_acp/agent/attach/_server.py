@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar, cast
 from uuid import uuid4
@@ -26,6 +27,7 @@ from agent_channel.abc import ExecutionRef
 from ...stream._hub import Hub
 from ...stream._outbox import check_limit
 from ...wire._errors import WireError
+from ...wire._frames import ServerAbout
 from ...wire._transport import LineTransport
 from .._execution import BACKLOG_LIMIT, Body, run
 from .._finished import Forgotten
@@ -67,6 +69,10 @@ class AttachServer:
         self._runs: set[asyncio.Future[object]] = set()
         self._restored: dict[str, float] = {}  # execution id -> when a restart restored it
         self._stopping = False  # the server is shutting down: a store keeps its executions
+        self.started = time.time()
+        """When it started serving: its discovery record's ``started_at`` too."""
+        self.store: str | None = None
+        """The store file that keeps its executions, for ``list`` to say (``serve --store``)."""
         self.on_change: Callable[[], None] | None = None
         """Called when the list of executions or their state changes (discovery records)."""
 
@@ -142,6 +148,11 @@ class AttachServer:
             else hub.describe()
             for hub in self._hubs.values()
         ]
+
+    def about(self) -> ServerAbout:
+        """The server itself, for ``_agent_channel/list``: a client over a network (or any
+        client) reads its pid, its start and its store here, not from a record of its own."""
+        return {"pid": os.getpid(), "startedAt": self.started, "store": self.store}
 
     def listed(self) -> list[Listed]:
         """Every execution held, as ``session/list`` rows (D5; a ``_listing.Source``)."""

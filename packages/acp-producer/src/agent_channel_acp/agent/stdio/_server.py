@@ -163,9 +163,12 @@ class AcpServer:
         if len(self._sessions) >= self.running_limit:
             raise sdk_error(WireError.too_many_sessions(self.running_limit))
 
-    async def _start(self, session_id: str, cwd: str, journal: Journal | None) -> Session:
+    async def _start(
+        self, session_id: str, cwd: str, journal: Journal | None, *, replay: bool = False
+    ) -> Session:
         """A session's execution started (new, or restored from the store's ``journal``:
-        then for ``session/load``/``resume``, whose replay goes before their answer)."""
+        then for ``session/load``, whose replay is queued before its first event and goes
+        out before the answer, or ``session/resume``, which has none)."""
         if self._conn is None or self._transport is None:
             raise RuntimeError("serve an AcpServer with serve() or serve_stdio()")
         try:
@@ -188,16 +191,18 @@ class AcpServer:
         )
         self._sessions[session.id] = session
         try:
-            await session.start(hold=journal is None or journal.restored() is None)
+            new = journal is None or journal.restored() is None
+            await session.start(hold=new, replay=replay and not new)
         except NotRunnable as e:
             self._sessions.pop(session.id, None)
             log.error("the agent factory did not return a runnable body: %s", e)
             raise sdk_error(WireError.not_runnable(str(e))) from None
         return session
 
-    async def _found(self, session_id: str) -> Session:
+    async def _found(self, session_id: str, *, replay: bool) -> tuple[Session, bool]:
         """The session, live, or restored from the store when a previous process left it
-        unfinished there (D4, D5: a client that restarted its agent picks its thread up)."""
+        unfinished there (D4, D5: a client that restarted its agent picks its thread up);
+        whether it was restored (then with its replay queued, when ``replay``)."""
         store = self._store
         if store is not None and self._live(session_id) is None:
             row = store.get(session_id)
@@ -205,10 +210,9 @@ class AcpServer:
                 self._room()  # a restored session runs again: it counts
                 cwd = row.meta.get("cwd")
                 journal = store.journal(session_id, wait=self._restore_wait)
-                return await self._start(
-                    session_id, cwd if isinstance(cwd, str) else os.getcwd(), journal
-                )
-        return self._session(session_id)
+                where = cwd if isinstance(cwd, str) else os.getcwd()
+                return await self._start(session_id, where, journal, replay=replay), True
+        return self._session(session_id), False
 
     async def load_session(
         self,
@@ -218,8 +222,11 @@ class AcpServer:
         additional_directories: list[str] | None = None,
         **kwargs: object,
     ) -> LoadSessionResponse:
-        session = await self._found(session_id)
-        await session.replay()
+        session, restored = await self._found(session_id, replay=True)
+        if restored:  # its replay went first, before the execution's own events
+            await session.flush()
+        else:
+            await session.replay()
         return LoadSessionResponse()
 
     async def list_sessions(
@@ -243,7 +250,7 @@ class AcpServer:
         """D5: go on with a session without its history replayed. The one stdio client
         already gets its stream, so this only checks that the session is still here (or
         restores it from the store)."""
-        await self._found(session_id)
+        await self._found(session_id, replay=False)
         return ResumeSessionResponse()
 
     def listed(self) -> list[listing.Listed]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,7 @@ from agent_channel import (
     Cancel,
     ChannelClosed,
     ChannelFull,
+    ChatMessage,
     ChatMessageTool,
     ChatMessageUser,
     Content,
@@ -141,17 +142,21 @@ class Session:
         self._turn_usage: Usage | None = None
         self._run_task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
+        self._replay_first = False  # a restore for session/load: its replay before all else
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def start(self, *, hold: bool = True) -> None:
+    async def start(self, *, hold: bool = True, replay: bool = False) -> None:
         """Start the execution; return once it runs. Raises :class:`NotRunnable`.
 
         Called by ``session/new``: nothing is written before its response (S2). A session
-        restored for ``session/load`` (``hold=False``) writes its replay before the answer."""
+        restored for ``session/load`` (``hold=False, replay=True``) has its replay queued
+        before the execution's first event, so it goes out first, each card once; its
+        answer waits for it (:meth:`flush`)."""
         task = asyncio.current_task()
         if task is not None and hold:
             self._binding.hold_until(task)
+        self._replay_first = replay
         self._run_task = asyncio.create_task(self._run(), name=f"acp-exec-{self.id}")
         await self._ready.wait()
         if self._start_error is not None:
@@ -198,7 +203,10 @@ class Session:
         )
         if (restored := ch.restored) is not None:
             hub.restored = frozenset(m.id for m in restored.messages)
+            hub.shown(restored.messages)  # their cards are the client's: a re-run updates them
         hub.bind(self._binding, driver=True)
+        if restored is not None and self._replay_first:  # before the body's first step
+            self._binding.replay(self._replay(restored.messages, hub))
         self._ready.set()
 
     # -- requests ----------------------------------------------------------------------
@@ -258,7 +266,7 @@ class Session:
         hub = self._hub
         if hub is not None:
             hub.flush()
-            self._binding.replay(self._replay(hub))
+            self._binding.replay(self._replay(hub.messages(), hub))
         await self.flush()
 
     async def flush(self) -> None:
@@ -331,8 +339,7 @@ class Session:
         if self._on_done is not None:
             self._on_done(self)
 
-    def _replay(self, hub: StdioHub) -> list[dict[str, Any]]:
-        history = hub.messages()
+    def _replay(self, history: Sequence[ChatMessage], hub: StdioHub) -> list[dict[str, Any]]:
         results = {msg.tool_call_id: msg for msg in history if isinstance(msg, ChatMessageTool)}
         out: list[dict[str, Any]] = []
         for msg in history:

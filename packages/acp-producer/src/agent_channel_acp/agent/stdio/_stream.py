@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any, Protocol
 from uuid import uuid4
 
@@ -27,6 +28,7 @@ from acp import RequestError
 from acp.schema import PermissionOption, ToolCallUpdate
 from acp.utils import serialize_params
 from agent_channel import (
+    ChatMessage,
     ChatMessageAssistant,
     ChatMessageSystem,
     ChatMessageUser,
@@ -88,6 +90,10 @@ class StdioHub(Hub):
     """The ids of a restored conversation's messages (``stdio --store``): the consumer
     announces them as it adopts them, but the client gets them from ``session/load``'s
     replay (S13), once, or not at all from ``session/resume``."""
+
+    def shown(self, messages: Sequence[ChatMessage]) -> None:
+        """A restored conversation's open calls: their cards are the client's already."""
+        self._cards.shown(messages)
 
     def _show_input(self, msg: ChatMessageUser | ChatMessageSystem) -> None:
         if msg.id in self.restored:

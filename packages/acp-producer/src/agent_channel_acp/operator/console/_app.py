@@ -29,8 +29,10 @@ from ._widgets import (
     Transcript,
     approval_markup,
     children_markup,
+    field_hint,
     header_markup,
     make_view,
+    question_markup,
     queue_markup,
     target_label,
 )
@@ -93,7 +95,9 @@ class Console(App[None]):
     ) -> None:
         super().__init__()
         self.state = State()
-        self.link = Link(self.state, target=target, pid=pid, choose=self._choose, observe=observe)
+        self.link = Link(
+            self.state, target=target, pid=pid, choose=self._choose, observe=observe, forms=True
+        )
         self.link.on_change = self._mark
         self.selected_tool: str | None = None
         self.selected_child: str | None = None
@@ -162,16 +166,31 @@ class Console(App[None]):
             for view in fresh:
                 view.refresh_entry(selected=view.entry.key == self.selected_tool)
         self._select_default()
-        if state.role == "observer" and self._shown.get("role") != "observer":
-            self._shown["role"] = "observer"
-            self.query_one("#input", Input).placeholder = _OBSERVING
+        self._prompt()
         self._put("#header", header_markup(state))
         self._put("#queue", queue_markup(state))
         self._put("#children", children_markup(state, self.selected_child))
-        if self._put("#approval", approval_markup(state.approval)):
-            self.query_one("#approval").set_class(state.approval is not None, "active")
+        form = state.question
+        asking = question_markup(form) if form is not None else approval_markup(state.approval)
+        if self._put("#approval", asking):
+            self.query_one("#approval").set_class(bool(asking), "active")
         log.keep_up()
         self.frames += 1
+
+    def _prompt(self) -> None:
+        """The input line says what Enter does: answer the question's field while one waits."""
+        form = self.state.question
+        current = form.current if form is not None else None
+        if self.state.role == "observer":
+            placeholder = _OBSERVING
+        elif current is None:
+            placeholder = self._shown.get("ready", _READY)
+        else:
+            which = f" ({current.title})" if form is not None and len(form.fields) > 1 else ""
+            placeholder = f"Answer the agent{which}: {field_hint(current)}, then Enter"
+        if self._shown.get("placeholder") != placeholder:
+            self._shown["placeholder"] = placeholder
+            self.query_one("#input", Input).placeholder = placeholder
 
     def _put(self, selector: str, markup: str) -> bool:
         """Update a panel only when its text changed (an update costs a layout)."""
@@ -219,12 +238,17 @@ class Console(App[None]):
 
     async def on_input_submitted(self, event: Input.Submitted) -> None:
         text = event.value.strip()
+        if self.state.question is not None and self.state.role != "observer":
+            event.input.value = ""
+            self.link.fill(text)  # while the model asks, Enter answers (Q2)
+            self._mark()
+            return
         if not text:
             return
         event.input.value = ""
         if self._observing():
             return
-        event.input.placeholder = _READY
+        self._ready_text(_READY)
         self._spawn(self.link.post(text))
 
     def action_interrupt(self) -> None:
@@ -233,10 +257,14 @@ class Console(App[None]):
             return
         if self._observing():
             return
-        inp = self.query_one("#input", Input)
-        inp.placeholder = _REDIRECT
-        inp.focus()
+        self._ready_text(_REDIRECT)
+        self.query_one("#input", Input).focus()
         self._spawn(self.link.cancel())
+
+    def _ready_text(self, placeholder: str) -> None:
+        """What the input line says when no question waits (a redirect after Esc, or not)."""
+        self._shown["ready"] = placeholder
+        self._prompt()
 
     def action_cancel_tool(self) -> None:
         if self._observing():
@@ -355,6 +383,12 @@ class Console(App[None]):
         self._spawn(withdraw())
 
     def _answer(self, allow: bool) -> None:
+        if self.state.question is not None:
+            if allow:
+                self.note("type the answer to the agent's question and press Enter")
+            elif not self._observing():
+                self.link.decline()
+            return
         approval = self.state.approval
         if approval is None:
             self.note("no approval is waiting")

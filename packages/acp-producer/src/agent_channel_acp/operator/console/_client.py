@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from acp import RequestError
 from acp.schema import (
+    AcceptElicitationResponse,
     AgentMessageChunk,
     AgentPlanContentUpdate,
     AgentPlanRemovedUpdate,
@@ -19,8 +20,10 @@ from acp.schema import (
     AgentThoughtChunk,
     AllowedOutcome,
     AvailableCommandsUpdate,
+    CancelElicitationResponse,
     ConfigOptionUpdate,
     CurrentModeUpdate,
+    DeclineElicitationResponse,
     DeniedOutcome,
     PermissionOption,
     RequestPermissionResponse,
@@ -31,6 +34,7 @@ from acp.schema import (
     UsageUpdate,
     UserMessageChunk,
 )
+from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from collections.abc import Sized
@@ -40,6 +44,8 @@ if TYPE_CHECKING:
     from ...wire._frames import JsonObject
     from ._link import Link
 
+QUESTION_ID = "agent_channel.questionId"
+"""An ``elicitation/create`` request's ``_meta`` key naming the model's question."""
 READ_SLICE = 0.005
 """Seconds the link may read the socket without letting the console's loop run."""
 
@@ -126,6 +132,25 @@ class Handler:
 
     async def ext_method(self, method: str, params: dict[str, object]) -> dict[str, object]:
         raise RequestError.method_not_found(f"_{method}")
+
+    async def create_elicitation(
+        self, message: str, mode: object, **kwargs: object
+    ) -> AcceptElicitationResponse | DeclineElicitationResponse | CancelElicitationResponse:
+        """The model's question as a form (Q2): shown until the operator answers it."""
+        found: BaseModel | None = getattr(mode, "requested_schema", None)
+        schema: JsonObject = (
+            found.model_dump(mode="json", by_alias=True, exclude_none=True) if found else {}
+        )
+        question_id = str(kwargs.get(QUESTION_ID) or "")
+        action, content = await self._link.form(question_id, message, schema)
+        if action == "accept":
+            return AcceptElicitationResponse(action="accept", content=content)
+        if action == "decline":
+            return DeclineElicitationResponse(action="decline")
+        return CancelElicitationResponse(action="cancel")
+
+    async def complete_elicitation(self, elicitation_id: str, **kwargs: object) -> None:
+        return None  # folded by the reader (the link drops the question)
 
     async def request_permission(
         self,

@@ -32,8 +32,8 @@ from acp.schema import (
 from ...wire._discovery import Record, RuntimeDirError, live_records, runtime_dir
 from .._connect import EXT, CtlError, ask_within, exec_id, reached
 from .._sdk import connected
-from ._client import Handler, Reader, dump
-from ._state import Entry, State
+from ._client import QUESTION_ID, Handler, Reader, dump
+from ._state import Entry, Form, State, form_of
 
 if TYPE_CHECKING:
     from ...wire._frames import (
@@ -58,6 +58,11 @@ ASK_SECONDS = 10.0
 OBSERVE = "agent_channel.observe"
 MESSAGE_ID = "agent_channel.messageId"
 """The prompt response's ``_meta`` key naming the queued message (A7)."""
+ASKING = ("session/request_permission", "elicitation/create")
+"""The server's requests an operator answers: their ids are kept while they wait."""
+
+FormAnswer = tuple[str, dict[str, object] | None]
+"""How a question was answered: ``accept`` with the values, ``decline`` or ``cancel``."""
 
 T = TypeVar("T")
 
@@ -82,8 +87,12 @@ class Link:
         choose: Chooser | None = None,
         on_change: Callable[[], None] | None = None,
         observe: bool = False,
+        forms: bool = False,
     ) -> None:
         self.state = state
+        self.forms = forms
+        """Advertise form elicitation: the model's questions come as forms this console
+        fills (:meth:`form`); without it a question with choices is a permission request."""
         self.target = target
         self.pid = pid
         """Only this serving process's executions (the demo watches the server it started)."""
@@ -98,6 +107,11 @@ class Link:
         self._conn: ClientSideConnection | None = None
         self._reader: Reader | None = None
         self._answer: asyncio.Future[str | None] | None = None
+        self._asked: asyncio.Future[FormAnswer] | None = None
+        self._requests: dict[object, str] = {}
+        """The JSON-RPC id of each waiting request the operator answers, to what it asks
+        (``tool:<toolCallId>`` or ``question:<questionId>``): a ``$/cancel_request`` names
+        the id when the server stops waiting (answered elsewhere, a cancel, a stop)."""
         self.bound = asyncio.Event()
         """Set while bound to an execution (cleared while reconnecting)."""
         self.attempts = 0
@@ -119,7 +133,85 @@ class Link:
         finally:
             self.state.approval = None
             self._answer = None
+            self._forget(f"tool:{tool_call.tool_call_id}")
             self.changed()
+
+    async def form(self, question_id: str, text: str, schema: JsonObject) -> FormAnswer:
+        """Show the model's question until the operator fills it (:meth:`fill`), declines
+        it (:meth:`decline`), or the server voids it; how it was answered."""
+        asked: asyncio.Future[FormAnswer] = asyncio.get_running_loop().create_future()
+        form = form_of(question_id, text, schema)
+        self.state.question = form
+        self.state.note(f"the agent asks: {text}")
+        self._asked = asked
+        self.changed()
+        try:
+            return await asked
+        finally:
+            if self.state.question is form:
+                self.state.question = None
+            if self._asked is asked:
+                self._asked = None
+            self._forget(f"question:{question_id}")
+            self.changed()
+
+    def fill(self, text: str) -> bool:
+        """The input line's ``text`` for the waiting question's current field; the question
+        is answered once its last field is filled. False: no question waits."""
+        form, asked = self.state.question, self._asked
+        if form is None or asked is None or asked.done():
+            return False
+        if form.fill(text) and form.current is None:
+            content = form.content()
+            self.state.note("you answered: " + _said(form, content))
+            asked.set_result(("accept", content))
+        self.changed()
+        return True
+
+    def decline(self) -> bool:
+        """Decline the waiting question (the model reads that the operator would not say)."""
+        form, asked = self.state.question, self._asked
+        if form is None or asked is None or asked.done():
+            return False
+        self.state.note(f"you declined to answer: {form.text}")
+        asked.set_result(("decline", None))
+        self.changed()
+        return True
+
+    def _settled(self, what: str) -> None:
+        """The server stopped waiting for what ``what`` asks (answered by another client, an
+        interrupt, a stop): its box goes, a note says so."""
+        kind, _, key = what.partition(":")
+        form, asked = self.state.question, self._asked
+        if kind == "question" and form is not None and form.question_id == key:
+            if asked is not None and not asked.done():
+                self.state.note(f"no longer asked (answered elsewhere, or void): {form.text}")
+                asked.set_result(("cancel", None))
+            return
+        approval, answer = self.state.approval, self._answer
+        if approval is None or answer is None or answer.done():
+            return
+        if kind == "tool" and approval["toolCall"].get("toolCallId") == key:
+            title = approval["toolCall"].get("title") or key
+            self.state.note(f"no longer asked (answered elsewhere, or void): {title}")
+            answer.set_result(None)
+
+    def _request(self, frame: JsonObject) -> None:
+        """Keep the id of a request the operator answers (see :attr:`_requests`)."""
+        p = frame.get("params")
+        params = p if isinstance(p, dict) else {}
+        if frame.get("method") == ASKING[0]:
+            call = params.get("toolCall")
+            what = f"tool:{call.get('toolCallId') if isinstance(call, dict) else ''}"
+        else:
+            meta = params.get("_meta")
+            what = f"question:{meta.get(QUESTION_ID) if isinstance(meta, dict) else ''}"
+        self._requests[frame.get("id")] = what
+
+    def _forget(self, what: str) -> None:
+        """The request asking ``what`` is answered: its id is no longer kept."""
+        for request_id in [i for i, w in self._requests.items() if w == what]:
+            del self._requests[request_id]
 
     def behind(self) -> bool:
         """More than :data:`BEHIND` bytes wait to be folded: the UI should let it read."""
@@ -139,12 +231,22 @@ class Link:
         if not isinstance(message, dict):
             return False
         frame = cast("Frame", message)
-        if "id" in frame:  # a request or a response
-            return False
         method = frame.get("method")
+        if "id" in frame:  # a request or a response: the SDK's
+            if method in ASKING:
+                self._request(cast("JsonObject", message))
+            return False
         p = frame.get("params")
         if not isinstance(p, dict):
             return False
+        if method == "$/cancel_request":  # the server stopped waiting for a request
+            what = self._requests.pop(p.get("requestId"), None)
+            if what is not None:
+                self._settled(what)
+            return True
+        if method == "elicitation/complete":  # a question voided, or answered elsewhere
+            self._settled(f"question:{p.get('elicitationId')}")
+            return True
         ours = p.get("sessionId") == self.session_id
         try:
             if method == "session/update":
@@ -182,6 +284,9 @@ class Link:
             self._reader = None
             if self._answer is not None and not self._answer.done():
                 self._answer.cancel()
+            if self._asked is not None and not self._asked.done():
+                self._asked.set_result(("cancel", None))  # the server asks the next driver
+            self._requests.clear()
             delay = BACKOFF[min(failures, len(BACKOFF) - 1)]
             failures += 1
             self.state.connection = f"disconnected: {why}; retrying in {delay:g} s"
@@ -193,7 +298,7 @@ class Link:
         try:
             self._reader = Reader(self)
             async with connected(
-                record, Handler(self), name=self.name, reader=self._reader
+                record, Handler(self), name=self.name, reader=self._reader, forms=self.forms
             ) as server:
                 conn = server.conn
                 receiving = conn._conn._recv_task  # pyright: ignore[reportPrivateUsage]
@@ -374,6 +479,13 @@ class Link:
             return False
         self._answer.set_result(option_id)
         return True
+
+
+def _said(form: Form, content: dict[str, object]) -> str:
+    """An answer as the conversation notes it: the value, or each field's."""
+    if len(form.fields) == 1 and form.fields[0].name in content:
+        return str(content[form.fields[0].name])
+    return "; ".join(f"{k}: {v}" for k, v in content.items()) or "(nothing)"
 
 
 async def list_executions(record: Record) -> list[Execution]:

@@ -40,6 +40,115 @@ class Approval(TypedDict):
     options: list[JsonObject]
 
 
+@dataclass
+class Field:
+    """One field of a question's form (a property of the ``elicitation/create`` schema)."""
+
+    name: str
+    title: str
+    kind: str = "string"
+    """``string``, ``number``, ``integer`` or ``boolean``."""
+    choices: list[str] = field(default_factory=list[str])
+    """The property's ``enum``: the answer is one of them."""
+    required: bool = True
+
+
+@dataclass
+class Form:
+    """A question from the model waiting for this console (``elicitation/create``, Q2): its
+    fields are filled one after the other from the input line, then it is answered."""
+
+    question_id: str
+    text: str
+    fields: list[Field]
+    values: dict[str, object] = field(default_factory=dict[str, object])
+    error: str = ""
+    """Why the last input was not taken (not one of the choices, not a number)."""
+
+    @property
+    def current(self) -> Field | None:
+        """The field the next input fills (None: all are filled)."""
+        return next((f for f in self.fields if f.name not in self.values), None)
+
+    def fill(self, text: str) -> bool:
+        """Take ``text`` for the current field; False (and :attr:`error` says why) if it
+        does not fit. An empty text skips a field that is not required."""
+        f = self.current
+        if f is None:
+            return False
+        text = text.strip()
+        value = parse(f, text) if text or f.required else None
+        if isinstance(value, Rejected):
+            self.error = value.why
+            return False
+        self.error = ""
+        self.values[f.name] = value
+        return True
+
+    def content(self) -> dict[str, object]:
+        """The values to answer with (a skipped field is left out)."""
+        return {k: v for k, v in self.values.items() if v is not None}
+
+
+@dataclass
+class Rejected:
+    why: str
+
+
+_YES = ("y", "yes", "true", "1")
+_NO = ("n", "no", "false", "0")
+
+
+def parse(f: Field, text: str) -> object:
+    """``text`` as ``f``'s value: a choice by its number or its words, a number, a yes/no;
+    :class:`Rejected` when it is none of what ``f`` takes."""
+    if f.choices:
+        if text.isdigit() and 1 <= int(text) <= len(f.choices):
+            return f.choices[int(text) - 1]
+        same = [c for c in f.choices if c.casefold() == text.casefold()]
+        if same:
+            return same[0]
+        return Rejected(f'"{text}" is not one of the choices')
+    if not text:
+        return Rejected(f"{f.title} is required")
+    if f.kind == "integer":
+        try:
+            return int(text)
+        except ValueError:
+            return Rejected(f"{f.title} takes a whole number")
+    if f.kind == "number":
+        try:
+            return float(text)
+        except ValueError:
+            return Rejected(f"{f.title} takes a number")
+    if f.kind == "boolean":
+        if text.casefold() in _YES + _NO:
+            return text.casefold() in _YES
+        return Rejected(f"{f.title} takes y or n")
+    return text
+
+
+def form_of(question_id: str, text: str, schema: JsonObject) -> Form:
+    """The form an ``elicitation/create`` request's schema describes."""
+    props = schema.get("properties")
+    required = schema.get("required")
+    needed = {str(r) for r in required} if isinstance(required, list) else set[str]()
+    fields: list[Field] = []
+    for name, prop in (props if isinstance(props, dict) else {}).items():
+        p = prop if isinstance(prop, dict) else {}
+        enum = p.get("enum")
+        fields.append(
+            Field(
+                name,
+                str(p.get("title") or name),
+                str(p.get("type") or "string"),
+                [str(c) for c in enum] if isinstance(enum, list) else [],
+                name in needed,
+            )
+        )
+    return Form(question_id, text, fields)
+
+
 TOOL_LABELS = {
     "pending": "pending",
     "in_progress": "running",
@@ -164,6 +273,8 @@ class State:
     queue: list[Queued] = field(default_factory=list[Queued])
     approval: Approval | None = None
     """The permission request waiting for this client: ``toolCall`` and ``options``."""
+    question: Form | None = None
+    """The model's question waiting for this client's answer (``elicitation/create``)."""
     ended: JsonObject | None = None
     """``_agent_channel/session_ended`` params once the execution is over."""
     connection: str = "connecting"
@@ -199,7 +310,9 @@ class State:
         if self.connection != "connected":
             return self.connection
         turn = f"turn {self.turn or 'idle'}"
-        if self.ended is None and self.approval is not None:
+        if self.ended is None and self.question is not None:
+            turn = "question pending"
+        elif self.ended is None and self.approval is not None:
             turn = "approval pending"
         elif self.ended is None and self.turn == "cancelled":
             turn += ": send a redirect"
@@ -221,6 +334,7 @@ class State:
         self.queue = []
         self.children = []
         self.approval = None
+        self.question = None
         self.ended = None
         self.turn = ""
         self.role = ""
@@ -345,6 +459,7 @@ class State:
             self.ended = dict(params)
             self.turn = self.turn or "ended"
             self.approval = None
+            self.question = None
             for entry in list(self.entries.values()):
                 if entry.kind == "queued":
                     self.drop(entry.key)

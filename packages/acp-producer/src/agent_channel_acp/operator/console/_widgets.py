@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Collapsible, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ._state import INTERRUPTED, Approval, Entry, State, compact
+from ._state import INTERRUPTED, Approval, Entry, Field, Form, State, compact
 
 if TYPE_CHECKING:
     from ...wire._frames import Execution
@@ -180,6 +180,40 @@ def approval_markup(approval: Approval | None) -> str:
     return "\n".join(lines)
 
 
+def question_markup(form: Form) -> str:
+    """The model's question in the side panel: the fields filled so far, the one the input
+    line fills now (a choice's options numbered), and the keys that answer it."""
+    lines = ["[b $warning]The agent asks[/]", f"[b]{escape(form.text)}[/]"]
+    current = form.current
+    many = len(form.fields) > 1
+    for f in form.fields:
+        if f.name in form.values:
+            value = form.values[f.name]
+            said = "" if value is None else escape(str(value))
+            lines.append(f"[dim]✓ {escape(f.title)}: {said}[/]")
+        elif many:
+            mark = "▸ " if f is current else "  "
+            lines.append(f"{mark}{escape(f.title)}{'' if f.required else ' [dim](optional)[/]'}")
+    if current is not None:
+        lines.extend(f" [b]{i}[/] {escape(c)}" for i, c in enumerate(current.choices, 1))
+        lines.append(f"[dim]{escape(field_hint(current))}[/]")
+    if form.error:
+        lines.append(f"[$error]{escape(form.error)}[/]")
+    last = current is None or current is form.fields[-1]
+    lines.append(f"[b]Enter[/] {'answers' if last else 'fills it'}")
+    lines.append("[b]ctrl+n[/] declines")
+    return "\n".join(lines)
+
+
+def field_hint(f: Field) -> str:
+    """What to type for ``f`` (the side panel and the input line say it)."""
+    if f.choices:
+        return f"type 1-{len(f.choices)} or a choice" if len(f.choices) > 1 else "type 1"
+    what = {"integer": "a whole number", "number": "a number", "boolean": "y or n"}
+    hint = f"type {what.get(f.kind, 'your answer')}"
+    return hint if f.required else hint + " (Enter alone skips it)"
+
+
 def children_markup(state: State, selected: str | None) -> str:
     """The execution's children as a tree (K11), the selected one marked."""
     if not state.children:
@@ -216,7 +250,8 @@ HELP = (
     "ctrl+g select the next running tool\n"
     "ctrl+w withdraw your queued message\n"
     "ctrl+o select the next child\n"
-    "ctrl+y / ctrl+n  answer an approval\n"
+    "ctrl+y / ctrl+n  allow / reject\n"
+    "a question: Enter answers\n"
     "ctrl+q quit"
 )
 
