@@ -97,3 +97,30 @@ async def test_close_writes_what_waits() -> None:
         with anyio.fail_after(GUARD):
             rest = await asyncio.to_thread(theirs.makefile("rb").read)
         assert rest == b'{"n":1}\n'
+
+
+async def test_a_frame_over_what_clients_read_is_never_written() -> None:
+    """Clients read lines of at most ``MAX_OUT_FRAME`` bytes (our own: 16 MiB, as the fuzzer):
+    an answer past it goes out as an error under its id, a notification is left out, and
+    the frames after them arrive (a fuzz run saw its reader die of one such line)."""
+    from agent_channel_acp.wire._transport import MAX_OUT_FRAME
+
+    huge = "\U0001f600" * (MAX_OUT_FRAME // 8)  # 4 UTF-8 bytes, 12 once JSON-escaped
+    async with pair() as (t, theirs):
+        t.write_frame({"jsonrpc": "2.0", "id": 7, "result": {"text": huge}})
+        t.write_frame({"jsonrpc": "2.0", "method": "session/update", "params": {"t": huge}})
+        t.write_bytes(
+            b'{"jsonrpc":"2.0","method":"session/update","params":{"t":"'
+            + b"x" * MAX_OUT_FRAME
+            + b'"}}\n{"n":1}\n'
+        )
+        t.write_frame({"n": 2})
+        theirs.settimeout(GUARD)
+        reading = asyncio.ensure_future(asyncio.to_thread(read_lines, theirs, 3))
+        with anyio.fail_after(GUARD):
+            await t.drain()  # the reader takes what is written meanwhile
+            lines = await reading
+    assert all(len(line) <= MAX_OUT_FRAME for line in lines)
+    error, one, two = (json.loads(line) for line in lines)
+    assert error["id"] == 7 and "frame limit" in error["error"]["data"]["reason"]
+    assert (one, two) == ({"n": 1}, {"n": 2})

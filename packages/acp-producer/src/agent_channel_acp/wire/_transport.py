@@ -11,6 +11,9 @@ else (ids, dispatch, errors, responses) stays the SDK's.
 
 Bounds and edges, all handled here so the SDK never logs a traceback for them:
 
+- A frame the agent writes is at most :data:`MAX_OUT_FRAME` bytes (16 MiB, what our clients
+  read): a longer answer goes out as -32603 under its id (``data.reason``, ``size``,
+  ``limit``), a longer notification not at all (a warning line).
 - A frame is at most :data:`MAX_FRAME` bytes (8 MiB). A longer line is not
   buffered: it is skipped to its newline and answered -32600, with
   ``data.reason`` naming the limit and the line's size (under the request's id
@@ -55,6 +58,12 @@ log = logging.getLogger("agent_channel_acp")
 
 MAX_FRAME = 8 << 20
 """Longest incoming frame in bytes (8 MiB), newline excluded."""
+
+MAX_OUT_FRAME = 1 << 24
+"""Longest outgoing line in bytes (16 MiB, newline included): what our own clients read
+(the console, the fuzzer). Past it an answer goes out as an error, a notification not at
+all: one huge echo (a frame's text JSON-escaped grows up to threefold) must not end a
+client's reader."""
 
 MAX_IN_FLIGHT = 1024
 """Requests of one connection waiting for their answer before the next is refused."""
@@ -211,7 +220,10 @@ class LineTransport:
         Frames written here and by :meth:`send` reach the wire in call order: both
         append to the same stream writer, synchronously.
         """
-        self.write_bytes(encode(message) + b"\n")
+        data = encode(message) + b"\n"
+        if len(data) > MAX_OUT_FRAME:
+            data = _too_large(message, len(data))
+        self.write_bytes(data)
 
     def write_bytes(self, data: bytes) -> None:
         """Write encoded frames (newline included) now: they go out with this iteration's
@@ -219,6 +231,13 @@ class LineTransport:
         if self._closed or self._writer.transport.is_closing():
             self._lost()
             raise ConnectionError("the client is gone")
+        if len(data) > MAX_OUT_FRAME:  # rare: look at each frame
+            data = b"".join(
+                line + b"\n" if len(line) < MAX_OUT_FRAME else _too_large_line(line)
+                for line in data.split(b"\n")[:-1]
+            )
+            if not data:
+                return
         self._pending.append(data)
         self._pending_size += len(data)
         if self._pending_size >= COALESCE:
@@ -396,6 +415,36 @@ class LineTransport:
                     return b"".join(parts)
                 over.size = size - chunk.endswith(b"\n")
                 return over
+
+
+def _too_large(message: dict[str, Any], size: int) -> bytes:
+    """What goes out instead of a frame past :data:`MAX_OUT_FRAME`: an answer's error under
+    its id, or nothing (a notification, a request of ours: logged)."""
+    is_response = "method" not in message and "result" in message
+    log.warning(
+        "not writing a frame of %d bytes (clients read %d): %s",
+        size,
+        MAX_OUT_FRAME,
+        "answered with an error" if is_response else "left out",
+    )
+    if not is_response:
+        return b""
+    reason = (
+        f"the answer is {size} bytes, over the {MAX_OUT_FRAME >> 20} MiB frame limit "
+        "clients read; ask for less"
+    )
+    return WireError.internal_error(reason, size=size, limit=MAX_OUT_FRAME).frame(message.get("id"))
+
+
+def _too_large_line(line: bytes) -> bytes:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        message = None
+    if not isinstance(message, dict):
+        log.warning("not writing a frame of %d bytes (clients read %d)", len(line), MAX_OUT_FRAME)
+        return b""
+    return _too_large(cast("dict[str, Any]", message), len(line) + 1)
 
 
 def encode(value: object) -> bytes:
