@@ -1,4 +1,5 @@
-"""The whole suite's one hook: how pytest-xdist shares the tests among its workers.
+"""The whole suite's hook (how pytest-xdist shares the tests among its workers) and the one
+fixture every folder's tests share: a real PostgreSQL (``postgres_url``).
 
 CI runs ``pytest -n 4 --dist loadgroup``. Each test file is a group of its own (its tests
 share its module's servers), except the files that start a local Ray cluster: those are one
@@ -8,7 +9,15 @@ of up to one per worker at once (each start costs seconds of CPU on a two-core m
 
 from __future__ import annotations
 
+import itertools
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 import pytest
+
+if TYPE_CHECKING:
+    from agent_channel_postgres.testing import TemporaryServer
 
 RAY_FIXTURES = frozenset({"cluster", "address", "pool", "agent_host"})
 """Fixtures that start a cluster (``agent_host`` does for its ``[ray]`` parameter)."""
@@ -29,3 +38,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = file_of(item)
         item.add_marker(pytest.mark.xdist_group("ray" if path in ray_files else path))
+
+
+# -- a real PostgreSQL, for the PostgreSQL store's tests and the ACP tests that use it ---------
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[TemporaryServer]:
+    """A throwaway PostgreSQL server on the loopback, one per test process (an xdist worker
+    starts its own, so workers share nothing); stopped and removed at the end. Skipped where
+    the binaries are missing, except under CI (``CI=true``), where that is a failure."""
+    from agent_channel_postgres.testing import TemporaryServer, find_binaries
+
+    if find_binaries() is None:
+        reason = "PostgreSQL is not installed (no initdb in /usr/lib/postgresql/*/bin or PATH)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}: CI must run the PostgreSQL store's tests", pytrace=False)
+        pytest.skip(reason)
+    with TemporaryServer(fsync=False) as server:  # the tests kill clients, never the server
+        yield server
+
+
+@pytest.fixture
+def postgres_url(postgres_server: TemporaryServer) -> str:
+    """The URL of a new, empty database on :func:`postgres_server`, for one test."""
+    return postgres_server.create_database(f"t{next(_DATABASES)}")
+
+
+_DATABASES = itertools.count(1)

@@ -1,0 +1,173 @@
+"""One connection to the database, and the thread that writes posts on it.
+
+A post is written while the channel holds its lock (write-ahead, in queue order), and a
+PostgreSQL write is a round trip to a server and its WAL flush: no channel must wait for
+that under its lock. So :meth:`Db.post` only queues the write (in the order the channel's
+lock gives) and hands back its number; a thread of its own writes what is queued, many
+posts in one statement (group commit), and :meth:`Db.wait` (the post's settle, called
+once the channel's lock is free) returns when the write is committed. Every other call
+(a boundary's commit, a read) first writes what is queued, on the caller's thread, under
+the same mutex: so a drained item's insert is always in before the commit that takes it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import TypeVar
+
+import psycopg
+
+MAX_PENDING = 10_000
+"""Queued writes (posts and withdrawals not yet written) past which a post is refused
+to the store: its journal fails (goes on in memory) rather than queue without bound. Each
+queued post has a poster waiting for it, so this is reached only by a stalled database."""
+
+T = TypeVar("T")
+
+Failed = Callable[[str], None]
+"""Told why a queued write of its journal failed."""
+
+_INSERT = (
+    "INSERT INTO agent_channel_items (execution, id, body)"
+    " SELECT e, i, b FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY"
+    " AS t(e, i, b, n) ORDER BY n"
+)
+_WITHDRAW = "DELETE FROM agent_channel_items WHERE execution = %s AND id = %s"
+
+
+class Db:
+    """The store's connection under a mutex, and its queue of posts and withdrawals.
+
+    Nothing but two counters, a bounded deque and a condition: the thread's state is
+    bounded whatever the rate of posts.
+    """
+
+    __slots__ = ("_cond", "_conn", "_done", "_mutex", "_queue", "_queued", "_stopped", "_thread")
+
+    def __init__(self, conn: psycopg.Connection[tuple[object, ...]], name: str) -> None:
+        self._conn = conn
+        self._mutex = threading.Lock()  # the connection's: one statement or transaction at once
+        self._cond = threading.Condition(threading.Lock())  # the queue's
+        self._queue: deque[tuple[int, str | None, str, str, Failed]] = deque()
+        self._queued = 0  # writes queued so far: the last one's number
+        self._done = 0  # writes handled (committed, or failed and told) so far
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name=f"agent-channel-pg-{name}", daemon=True)
+        self._thread.start()
+
+    # -- queued writes (under the channel's lock: never a round trip) ----------------------
+
+    def post(self, execution: str, item_id: str, body: str, failed: Failed) -> int:
+        """Queue the insert of a posted item; its number for :meth:`wait`, or 0 if refused."""
+        return self._put(execution, item_id, body, failed)
+
+    def withdraw(self, execution: str, item_id: str, failed: Failed) -> None:
+        """Queue the deletion of a withdrawn item (nobody waits for it)."""
+        self._put(execution, None, item_id, failed)
+
+    def _put(self, execution: str, item_id: str | None, text: str, failed: Failed) -> int:
+        with self._cond:
+            if self._stopped:
+                failed("the store was closed")
+                return 0
+            if len(self._queue) >= MAX_PENDING:
+                failed(f"{MAX_PENDING} writes wait for the database (the store's limit)")
+                return 0
+            self._queued += 1
+            self._queue.append((self._queued, item_id, execution, text, failed))
+            self._cond.notify_all()
+            return self._queued
+
+    def wait(self, mark: int) -> None:
+        """Block until write ``mark`` is committed, or its journal was told it failed."""
+        with self._cond:
+            while self._done < mark:
+                self._cond.wait()
+
+    # -- everything else: the caller's thread, after what is queued ------------------------
+
+    def call(self, fn: Callable[[psycopg.Connection[tuple[object, ...]]], T]) -> T:
+        """``fn(connection)`` under the mutex, once every write queued before it is in."""
+        with self._mutex:
+            self._flush()
+            return fn(self._conn)
+
+    def close(self) -> None:
+        """Write what is queued, end the thread, close the connection (its locks go)."""
+        self.halt()
+        self._thread.join()
+        with self._mutex:
+            self._conn.close()
+
+    def halt(self) -> None:
+        """No more writes are queued; the thread writes what is and ends (from any thread)."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopped:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+            with self._mutex:
+                self._flush()
+
+    def _flush(self) -> None:
+        """Under the mutex: write every queued item in one round trip when it can."""
+        with self._cond:
+            batch = list(self._queue)
+            self._queue.clear()
+        if not batch:
+            return
+        failure: str | None = None
+        try:
+            statements = _statements(batch)
+            conn = self._conn
+            if len(statements) == 1:
+                conn.execute(*statements[0])
+            else:
+                with conn.transaction():
+                    for statement in statements:
+                        conn.execute(*statement)
+        except psycopg.Error as e:
+            failure = one_line(e)
+        if failure is not None:
+            told: set[int] = set()
+            for _, _, _, _, failed in batch:
+                if id(failed) not in told:  # once per journal
+                    told.add(id(failed))
+                    failed(failure)
+        with self._cond:
+            self._done = batch[-1][0]
+            self._cond.notify_all()
+
+
+def _statements(
+    batch: list[tuple[int, str | None, str, str, Failed]],
+) -> list[tuple[str, tuple[object, ...]]]:
+    """The batch as statements, in order: each run of inserts one multi-row insert."""
+    out: list[tuple[str, tuple[object, ...]]] = []
+    run: tuple[list[str], list[str], list[str]] | None = None
+    for _, item_id, execution, text, _ in batch:
+        if item_id is None:  # a withdrawal
+            run = None
+            out.append((_WITHDRAW, (execution, text)))
+            continue
+        if run is None:
+            run = ([], [], [])
+            out.append((_INSERT, run))
+        run[0].append(execution)
+        run[1].append(item_id)
+        run[2].append(text)
+    return out
+
+
+def one_line(e: BaseException) -> str:
+    """A driver's error as one line (libpq's messages span several)."""
+    text = " ".join(part.strip() for part in str(e).splitlines() if part.strip())
+    return text or type(e).__name__
