@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TypeVar
+from typing import LiteralString, TypeVar
 
 import psycopg
 
@@ -54,7 +54,9 @@ class Db:
         self._queued = 0  # writes queued so far: the last one's number
         self._done = 0  # writes handled (committed, or failed and told) so far
         self._stopped = False
-        self._thread = threading.Thread(target=self._run, name=f"agent-channel-pg-{name}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"agent-channel-pg-{name}", daemon=True
+        )
         self._thread.start()
 
     # -- queued writes (under the channel's lock: never a round trip) ----------------------
@@ -134,7 +136,7 @@ class Db:
                 with conn.transaction():
                     for statement in statements:
                         conn.execute(*statement)
-        except psycopg.Error as e:
+        except Exception as e:  # the connection, or a body it cannot take: told, never hung
             failure = one_line(e)
         if failure is not None:
             told: set[int] = set()
@@ -149,9 +151,9 @@ class Db:
 
 def _statements(
     batch: list[tuple[int, str | None, str, str, Failed]],
-) -> list[tuple[str, tuple[object, ...]]]:
+) -> list[tuple[LiteralString, tuple[object, ...]]]:
     """The batch as statements, in order: each run of inserts one multi-row insert."""
-    out: list[tuple[str, tuple[object, ...]]] = []
+    out: list[tuple[LiteralString, tuple[object, ...]]] = []
     run: tuple[list[str], list[str], list[str]] | None = None
     for _, item_id, execution, text, _ in batch:
         if item_id is None:  # a withdrawal

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, LiteralString, TypeVar, cast
 
 import psycopg
 from agent_channel import ExecutionStatus, Restored, StoredExecution, StoreError
@@ -39,7 +40,7 @@ T = TypeVar("T")
 SCHEMA = 1
 """The schema this version writes; table ``agent_channel_schema`` holds a database's."""
 
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
+_MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {
     # version -> the statements that bring a database from version - 1 to it
     1: (
         "CREATE TABLE agent_channel_executions (id text PRIMARY KEY, status text NOT NULL,"
@@ -58,6 +59,10 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
 }
 
+TAKEOVER_SECONDS = 5.0
+"""How long opening an execution waits for another process to let it go (one that just
+died: the server is ending its session) before it is refused as in use."""
+
 KEEP_FINISHED = 200
 """Finished (ended or closed) executions kept; the oldest beyond it are pruned."""
 KEEP_SECONDS = 30 * 24 * 3600.0
@@ -68,7 +73,7 @@ _ROW = "SELECT id, status, meta, created, updated, restored, messages, stop_reas
 _LOCKS = 0x61632D7067  # the advisory locks' seed: agent-channel's own key space
 _MIGRATING = 0x61632D7067_00  # the advisory lock that serialises schema changes
 
-_SESSION = (
+_SESSION: tuple[LiteralString, ...] = (
     # A session that holds executions must not hang forever on a lock or a dead peer.
     "SET lock_timeout = '10s'",
     "SET idle_in_transaction_session_timeout = '60s'",
@@ -98,9 +103,7 @@ def describe(url: str) -> str:
     host = parts.get("host") or "localhost"
     port = parts.get("port")
     name = parts.get("dbname") or ""
-    return (
-        f"postgresql://{f'{user}@' if user else ''}{host}{f':{port}' if port else ''}/{name}"
-    )
+    return f"postgresql://{f'{user}@' if user else ''}{host}{f':{port}' if port else ''}/{name}"
 
 
 class PostgresStore:
@@ -132,6 +135,7 @@ class PostgresStore:
     def journal(
         self, execution_id: str, meta: JsonObject | None = None, *, wait: bool = False
     ) -> PostgresJournal:
+        self._take(execution_id)
         restored = self._call(partial(self._open, execution_id, meta, wait))
         return PostgresJournal(self, execution_id, restored)
 
@@ -197,23 +201,34 @@ class PostgresStore:
         except psycopg.Error as e:
             raise StoreError(f"the store {self.url} failed: {one_line(e)}") from None
 
-    def _open(
-        self, execution_id: str, meta: JsonObject | None, wait: bool, conn: Conn
-    ) -> Restored | None:
-        if execution_id not in self._held:
-            (got,) = cast(
-                tuple[bool],
-                conn.execute(
-                    "SELECT pg_try_advisory_lock(hashtextextended(%s, %s))",
-                    (execution_id, _LOCKS),
-                ).fetchone(),
-            )
-            if not got:
+    def _take(self, execution_id: str) -> None:
+        """Hold ``execution_id``'s advisory lock, or :class:`StoreError`. A process that died
+        a moment ago may still hold it while the server ends its session: tried again for up
+        to :data:`TAKEOVER_SECONDS`, without keeping the connection from the writes."""
+
+        def take(conn: Conn) -> bool:
+            if execution_id in self._held:
+                return True
+            got = conn.execute(
+                "SELECT pg_try_advisory_lock(hashtextextended(%s, %s))", (execution_id, _LOCKS)
+            ).fetchone()
+            if got is not None and got[0] is True:
+                self._held.add(execution_id)
+                return True
+            return False
+
+        deadline = time.monotonic() + TAKEOVER_SECONDS
+        while not self._call(take):
+            if time.monotonic() > deadline:
                 raise StoreError(
                     f"execution {execution_id} is in use by another running server"
                     f" (store {self.url})"
                 )
-            self._held.add(execution_id)
+            time.sleep(0.05)  # polling the lock's holder going away, under the deadline
+
+    def _open(
+        self, execution_id: str, meta: JsonObject | None, wait: bool, conn: Conn
+    ) -> Restored | None:
         try:
             with conn.transaction():
                 row = conn.execute(
@@ -276,12 +291,12 @@ def _connect(url: str, shown: str) -> Conn:
     """A connection with the store's session settings, its schema created or migrated."""
     try:
         params = {**_CLIENT, **conninfo_to_dict(url)}
-        conn: Conn = psycopg.connect(make_conninfo(**params), autocommit=True)
+        conn: Conn = psycopg.connect(make_conninfo("", **params), autocommit=True)
     except psycopg.Error as e:
         raise StoreError(f"store {shown} cannot be opened: {one_line(e)}") from None
     try:
         for statement in _SESSION:
-            conn.execute(statement)  # pyright: ignore[reportArgumentType]
+            conn.execute(statement)
         _migrate(conn, shown)
     except psycopg.Error as e:
         conn.close()
@@ -309,7 +324,7 @@ def _migrate(conn: Conn, shown: str) -> None:
             )
         for v in range(version + 1, SCHEMA + 1):  # the migration path, from the first on
             for statement in _MIGRATIONS[v]:
-                conn.execute(statement)  # pyright: ignore[reportArgumentType]
+                conn.execute(statement)
         if version < SCHEMA:
             conn.execute(
                 "INSERT INTO agent_channel_schema (version) VALUES (%s)"
@@ -427,7 +442,8 @@ class PostgresJournal:
                     conn.execute(
                         "INSERT INTO agent_channel_messages (execution, seq, body)"
                         " SELECT %s, %s + n - 1, b FROM unnest(%s::text[]) WITH ORDINALITY"
-                        " AS t(b, n) ON CONFLICT (execution, seq) DO UPDATE SET body = excluded.body",
+                        " AS t(b, n)"
+                        " ON CONFLICT (execution, seq) DO UPDATE SET body = excluded.body",
                         (eid, start, bodies),
                     )
                 if taken:

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 
 import psycopg
+from psycopg import sql
 
 START_SECONDS = 60.0
 """How long a server may take to accept connections before :meth:`~TemporaryServer.start` fails."""
@@ -65,7 +66,7 @@ class TemporaryServer:
         self.password = secrets.token_hex(16)
         self._folder: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._as_postgres = os.geteuid() == 0
+        self._user = "postgres" if os.geteuid() == 0 else None  # initdb refuses root
 
     def url(self, dbname: str = "postgres") -> str:
         """The URL of database ``dbname`` on this server."""
@@ -74,7 +75,7 @@ class TemporaryServer:
     def create_database(self, name: str) -> str:
         """A new, empty database; its URL."""
         with psycopg.connect(self.url(), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')  # pyright: ignore[reportArgumentType]
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         return self.url(name)
 
     def start(self) -> TemporaryServer:
@@ -87,16 +88,11 @@ class TemporaryServer:
             raise
         return self
 
-    def _run_as(self) -> dict[str, object]:
-        if not self._as_postgres:
-            return {}
-        return {"user": "postgres", "group": "postgres", "extra_groups": []}
-
     def _start(self, folder: Path) -> None:
         data = folder / "data"
         pwfile = folder / "pw"
         pwfile.write_text(self.password + "\n")
-        if self._as_postgres:
+        if self._user is not None:
             shutil.chown(folder, "postgres", "postgres")
             shutil.chown(pwfile, "postgres", "postgres")
         os.chmod(pwfile, 0o600)
@@ -117,7 +113,9 @@ class TemporaryServer:
             ],
             check=True,
             capture_output=True,
-            **self._run_as(),  # pyright: ignore[reportArgumentType]
+            user=self._user,
+            group=self._user,
+            extra_groups=None if self._user is None else [],
         )
         for _ in range(5):  # a port taken between the probe and the bind: another
             self.port = _free_port()
@@ -142,7 +140,9 @@ class TemporaryServer:
                 stdout=subprocess.DEVNULL,
                 stderr=open(folder / "log", "wb"),  # noqa: SIM115 - the child's, closed with it
                 start_new_session=True,
-                **self._run_as(),  # pyright: ignore[reportArgumentType]
+                user=self._user,
+                group=self._user,
+                extra_groups=None if self._user is None else [],
             )
             if self._ready():
                 return
