@@ -276,7 +276,7 @@ def test_d7_writes_waiting_past_the_limit_fail_the_journal_not_the_post(
     try:
         journal = store.journal("e1")
         journal.on_failure = told.append
-        with _items_locked(postgres_url):
+        with store._db._mutex:  # pyright: ignore[reportPrivateUsage]  # the connection busy
             waits = [journal.posted(UserMessage(str(i))) for i in range(3)]
             assert waits[0] is not None and waits[1] is not None and waits[2] is None
             assert len(told) == 1 and "2 writes wait for the database" in told[0]
