@@ -213,6 +213,8 @@ def test_an_api_page_shows_signatures_docstrings_and_members(hooks: ModuleType) 
         ("acp", "agent_channel_acp"),
         ("ray", "agent_channel_ray"),
         ("sqlite", "agent_channel_sqlite"),
+        ("postgres", "agent_channel_postgres"),
+        ("postgres-testing", "agent_channel_postgres.testing"),
         ("testing", "agent_channel.testing"),
         ("lowlevel", "agent_channel.lowlevel"),
         ("abc", "agent_channel.abc"),

@@ -25,6 +25,7 @@ VERSION_FILES = {
     "agent-channel-acp": "src/agent_channel_acp/_version.py",
     "agent-channel-ray": "src/agent_channel_ray/_version.py",
     "agent-channel-sqlite": "src/agent_channel_sqlite/__init__.py",
+    "agent-channel-postgres": "src/agent_channel_postgres/__init__.py",
     "agent-channel-pydantic-ai": "src/agent_channel_pydantic_ai/__init__.py",
     "agent-channel-openai-agents": "src/agent_channel_openai_agents/__init__.py",
 }
