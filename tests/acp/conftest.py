@@ -49,6 +49,15 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """What a durable test passes as ``--store``: a SQLite file, or a new database on a real
+    PostgreSQL (the root conftest's ``postgres_url``), opened through the same ``--store``."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store.db")
+    return str(request.getfixturevalue("postgres_url"))
+
+
 def agent_env(**extra: str) -> dict[str, str]:
     env = {k: v for k in ("PATH", "HOME", "LANG", "TMPDIR") if (v := os.environ.get(k))}
     env["PYTHONPATH"] = str(HERE)

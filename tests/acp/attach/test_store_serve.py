@@ -14,6 +14,7 @@ import os
 import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -30,13 +31,13 @@ TOOL_SECONDS = "1.0"  # a step outlasts a verb: messages wait queued when the se
 OP = re.compile(r"\bop-\d+-\d+\b")
 
 
-def _serve(rt: Path, store: Path, *more: str, demo: str | None = None) -> Any:
+def _serve(rt: Path, store: str, *more: str, demo: str | None = None) -> Any:
     return serving(
         rt,
         "--demo",
         *([demo] if demo else []),
         "--store",
-        str(store),
+        store,
         *more,
         AGENT_CHANNEL_DEMO_TOOL_SECONDS=TOOL_SECONDS,
     )
@@ -94,10 +95,9 @@ def _check(rt: Path, execution: str, acked: list[str], sent: set[str], when: str
             assert not open_calls, f"{when}: calls {open_calls} unanswered before a user message"
 
 
-def _storm(tmp_path: Path, kills: int) -> None:
+def _storm(tmp_path: Path, kills: int, store: str) -> None:
     rt = tmp_path / "rt"
     rt.mkdir(mode=0o700)
-    store = tmp_path / "store.db"
     rng = random.Random(1919)
     acked: dict[str, list[str]] = defaultdict(list)
     sent: set[str] = set()
@@ -156,19 +156,21 @@ def _storm(tmp_path: Path, kills: int) -> None:
                 _kill(s)
 
 
-def test_d2_d4_a_crash_storm_loses_no_acknowledged_message(tmp_path: Path) -> None:
-    _storm(tmp_path, STORM_KILLS)
+def test_d2_d4_a_crash_storm_loses_no_acknowledged_message(tmp_path: Path, store_spec: str) -> None:
+    _storm(tmp_path, STORM_KILLS, store_spec)
 
 
 @pytest.mark.soak
-def test_d2_d4_a_crash_storm_of_a_hundred_kills(tmp_path: Path) -> None:
-    _storm(tmp_path, 100)
+def test_d2_d4_a_crash_storm_of_a_hundred_kills(tmp_path: Path, store_spec: str) -> None:
+    _storm(tmp_path, 100, store_spec)
 
 
-def test_d4_restore_wait_parks_each_execution_for_an_operator(tmp_path: Path) -> None:
+def test_d4_restore_wait_parks_each_execution_for_an_operator(
+    tmp_path: Path, store_spec: str
+) -> None:
     rt = tmp_path / "rt"
     rt.mkdir(mode=0o700)
-    store = tmp_path / "store.db"
+    store = store_spec
     with _serve(rt, store) as s:
         (e,) = s.ids(1)
         _kill(s)
@@ -183,10 +185,12 @@ def test_d4_restore_wait_parks_each_execution_for_an_operator(tmp_path: Path) ->
         assert len(_conversation(rt, e)) >= before
 
 
-def test_d4_end_closes_an_execution_for_good_and_a_shutdown_does_not(tmp_path: Path) -> None:
+def test_d4_end_closes_an_execution_for_good_and_a_shutdown_does_not(
+    tmp_path: Path, store_spec: str
+) -> None:
     rt = tmp_path / "rt"
     rt.mkdir(mode=0o700)
-    store = tmp_path / "store.db"
+    store = store_spec
     with _serve(rt, store, "--count", "2") as s:
         kept, ended = s.ids(2)
         assert ctl(rt, "end", ended).returncode == 0
@@ -197,7 +201,7 @@ def test_d4_end_closes_an_execution_for_good_and_a_shutdown_does_not(tmp_path: P
         assert "restored" in line.stdout
 
 
-def _refused(rt: Path, store: Path) -> str:
+def _refused(rt: Path, store: Path | str) -> str:
     """``serve --demo --store STORE`` fails to start: its one line on stderr."""
     run = subprocess.run(
         [sys.executable, "-m", "agent_channel_acp", "serve", "--demo", "--store", str(store)],
@@ -216,7 +220,7 @@ def test_d8_serve_on_a_held_or_damaged_store_exits_with_one_line(tmp_path: Path)
     rt = tmp_path / "rt"
     rt.mkdir(mode=0o700)
     store = tmp_path / "store.db"
-    with _serve(rt, store) as s:
+    with _serve(rt, str(store)) as s:
         s.ids(1)
         assert "in use by another running server" in _refused(rt, store)
     bad = tmp_path / "bad.db"
@@ -227,12 +231,25 @@ def test_d8_serve_on_a_held_or_damaged_store_exits_with_one_line(tmp_path: Path)
     assert bad.read_bytes() == before
 
 
+def test_d8_serve_on_an_unreachable_database_exits_with_one_line(tmp_path: Path) -> None:
+    """N6: a ``postgresql://`` store no server answers: one line naming it without its
+    password; nothing starts."""
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    with socket.socket() as closed:  # bound, never listening: nothing answers on it
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        line = _refused(rt, f"postgres://agent:s3cret@127.0.0.1:{port}/runs")
+    assert f"postgresql://agent@127.0.0.1:{port}/runs cannot be opened" in line, line
+    assert "s3cret" not in line
+
+
 def test_d6_children_running_when_serve_dies_are_announced_lost_to_their_parent(
-    tmp_path: Path,
+    tmp_path: Path, store_spec: str
 ) -> None:
     rt = tmp_path / "rt"
     rt.mkdir(mode=0o700)
-    store = tmp_path / "store.db"
+    store = store_spec
     with _serve(rt, store, demo="orchestrator") as s:
         (e,) = s.ids(1)
         wait_for(lambda: len(executions(rt)[0].get("children", [])) == 3, "three children")
@@ -258,15 +275,15 @@ def _queue_rows(rt: Path, execution: str) -> dict[str, str]:
     return {q["text"]: q["client"] for q in ctl_json(rt, "queue", execution)["messages"]}
 
 
-def test_d4_a_restored_queue_keeps_who_sent_each_message(tmp_path: Path) -> None:
+def test_d4_a_restored_queue_keeps_who_sent_each_message(tmp_path: Path, store_spec: str) -> None:
     """Issue 29, item 11: after a restore the queue's sender column still names the client.
     The demo's tool outlasts the test (600 s, rerun on the restore: it is idempotent), so
     no boundary folds the messages in, before the crash or after it."""
     rt = tmp_path / "rt"
     rt.mkdir(mode=0o700)
-    store = tmp_path / "store.db"
+    store = store_spec
     slow = {"AGENT_CHANNEL_DEMO_TOOL_SECONDS": "600"}
-    with serving(rt, "--demo", "--store", str(store), **slow) as s:
+    with serving(rt, "--demo", "--store", store, **slow) as s:
         (e,) = s.ids(1)
         wait_for(lambda: executions(rt)[0].get("runningToolCalls"), "the tool running")
         for text in ("first note", "second note"):
@@ -274,23 +291,23 @@ def test_d4_a_restored_queue_keeps_who_sent_each_message(tmp_path: Path) -> None
         before = _queue_rows(rt, e)
         assert set(before) == {"first note", "second note"} and all(before.values()), before
         _kill(s)
-    with serving(rt, "--demo", "--store", str(store), **slow) as s:
+    with serving(rt, "--demo", "--store", store, **slow) as s:
         assert s.ids(1) == [e]
         assert executions(rt)[0].get("runningToolCalls"), "the premise: no boundary yet"
         assert _queue_rows(rt, e) == before
 
 
-def test_ls_says_where_a_server_keeps_its_store(tmp_path: Path) -> None:
+def test_ls_says_where_a_server_keeps_its_store(tmp_path: Path, store_spec: str) -> None:
     """Issue 29, item 13: ``ls`` and ``ls --json`` show a server's store, and a server
     without one says so (``store: null``)."""
     rt = tmp_path / "rt"
     rt.mkdir(mode=0o700)
-    store = tmp_path / "store.db"
-    with _serve(rt, store) as s:
+    shown = re.sub(r":[^:@/]+@", ":***@", store_spec)  # a URL's password is never shown
+    with _serve(rt, store_spec) as s:
         s.ids(1)
         (server,) = ctl_json(rt, "ls")["servers"]
-        assert server["store"] == str(store)
-        assert f"store {store}" in ctl(rt, "ls").stdout.splitlines()[0]
+        assert server["store"] == shown
+        assert f"store {shown}" in ctl(rt, "ls").stdout.splitlines()[0]
     with serving(rt, "--demo") as s:
         s.ids(1)
         (server,) = ctl_json(rt, "ls")["servers"]

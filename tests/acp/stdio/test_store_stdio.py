@@ -8,6 +8,7 @@ asyncio only: the ACP SDK is asyncio-bound (see conftest).
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -51,9 +52,9 @@ async def killed(agent: Agent) -> None:
 
 
 async def test_d5_a_restarted_stdio_agent_gives_the_client_its_thread_back(
-    tmp_path: Path,
+    store_spec: str,
 ) -> None:
-    store = str(tmp_path / "store.db")
+    store = store_spec
     async with spawn("--agent", "agents:react_agent", "--store", store) as agent:
         sid = (await agent.conn.new_session(cwd=str(HERE), mcp_servers=[])).session_id
         assert await prompt(agent, sid, "remember the blue door") == "end_turn"
@@ -82,9 +83,9 @@ async def test_d5_a_restarted_stdio_agent_gives_the_client_its_thread_back(
 
 
 async def test_d5_resume_restores_without_replay_and_close_marks_it_closed(
-    tmp_path: Path,
+    store_spec: str,
 ) -> None:
-    store = str(tmp_path / "store.db")
+    store = store_spec
     async with spawn("--agent", "agents:react_agent", "--store", store) as agent:
         sid = (await agent.conn.new_session(cwd=str(HERE), mcp_servers=[])).session_id
         assert await prompt(agent, sid, "first words") == "end_turn"
@@ -141,6 +142,30 @@ async def test_d8_a_second_stdio_agent_on_a_held_store_exits_with_one_line(
     assert second.stdout == ""
 
 
+async def test_d8_stdio_on_an_unreachable_database_exits_with_one_line() -> None:
+    """N6: ``--store postgresql://…`` that no server answers: one line naming the store
+    (never its password), exit non-zero, nothing on stdout."""
+    with socket.socket() as closed:  # bound, never listening: nothing answers on it
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        url = f"postgresql://agent:s3cret@127.0.0.1:{port}/runs"
+        run = await anyio.to_thread.run_sync(
+            lambda: subprocess.run(
+                [sys.executable, "-m", "agent_channel_acp", "stdio", "--demo", "--store", url],
+                env=agent_env(),
+                cwd=HERE,
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                timeout=GUARD,
+            )
+        )
+    assert run.returncode != 0
+    (line,) = run.stderr.strip().splitlines()
+    assert f"postgresql://agent@127.0.0.1:{port}/runs cannot be opened" in line, line
+    assert "s3cret" not in run.stderr and run.stdout == ""
+
+
 async def unanswered(agent: Agent, sid: str, text: str) -> None:
     """A prompt whose agent dies before its turn ends (its connection closes)."""
     with pytest.raises(ConnectionError):
@@ -148,14 +173,14 @@ async def unanswered(agent: Agent, sid: str, text: str) -> None:
 
 
 async def test_d5_load_of_a_restored_session_replays_first_and_each_card_once(
-    tmp_path: Path,
+    store_spec: str,
 ) -> None:
     """Issue 29, item 12: a tool call in flight at the crash runs again on the restore (the
     demo's search is idempotent); ``session/load`` sends the replay first, in the
     conversation's order, and the call's card once (``tool_call`` once; what its re-run
     says after is a ``tool_call_update``). The tool outlasts the test (600 s), so the
     re-run's start is the one live event that can race the replay."""
-    store = str(tmp_path / "store.db")
+    store = store_spec
     slow = {"AGENT_CHANNEL_DEMO_TOOL_SECONDS": "600"}
     async with spawn("--demo", "--store", store, **slow) as agent, anyio.create_task_group() as tg:
         sid = await agent.session()
