@@ -1,18 +1,21 @@
-"""One connection to the database, and the thread that writes posts on it.
+"""One connection to the database, and the queue of writes no caller waits on there.
 
 A post is written while the channel holds its lock (write-ahead, in queue order), and a
 PostgreSQL write is a round trip to a server and its WAL flush: no channel must wait for
 that under its lock. So :meth:`Db.post` only queues the write (in the order the channel's
-lock gives) and hands back its number; a thread of its own writes what is queued, many
-posts in one statement (group commit), and :meth:`Db.wait` (the post's settle, called
-once the channel's lock is free) returns when the write is committed. Every other call
-(a boundary's commit, a read) first writes what is queued, on the caller's thread, under
-the same mutex: so a drained item's insert is always in before the commit that takes it.
+lock gives) and hands back its number; :meth:`Db.wait` (the post's settle, called once the
+channel's lock is free) writes what is queued on the posting thread, every queued post in
+one statement (group commit: posters that queue meanwhile are written by the next one),
+and returns once its own write is committed. Every other call (a boundary's commit, a
+read) first writes what is queued too, under the same mutex: so a drained item's insert is
+always in before the commit that takes it. A thread writes what nobody waits for: a
+withdrawal at once, a post whose settle never came after :data:`GRACE` seconds.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import LiteralString, TypeVar
@@ -24,6 +27,9 @@ MAX_PENDING = 10_000
 to the store: its journal fails (goes on in memory) rather than queue without bound. Each
 queued post has a poster waiting for it, so this is reached only by a stalled database."""
 
+GRACE = 0.05
+"""Seconds a queued post waits for its poster to write it before the thread does."""
+
 T = TypeVar("T")
 
 Failed = Callable[[str], None]
@@ -34,6 +40,7 @@ _INSERT = (
     " SELECT e, i, b FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY"
     " AS t(e, i, b, n) ORDER BY n"
 )
+_INSERT_ONE = "INSERT INTO agent_channel_items (execution, id, body) VALUES (%s, %s, %s)"
 _WITHDRAW = "DELETE FROM agent_channel_items WHERE execution = %s AND id = %s"
 
 
@@ -44,7 +51,18 @@ class Db:
     bounded whatever the rate of posts.
     """
 
-    __slots__ = ("_cond", "_conn", "_done", "_mutex", "_queue", "_queued", "_stopped", "_thread")
+    __slots__ = (
+        "_cond",
+        "_conn",
+        "_done",
+        "_mutex",
+        "_oldest",
+        "_queue",
+        "_queued",
+        "_stopped",
+        "_thread",
+        "_withdrawals",
+    )
 
     def __init__(self, conn: psycopg.Connection[tuple[object, ...]], name: str) -> None:
         self._conn = conn
@@ -53,6 +71,8 @@ class Db:
         self._queue: deque[tuple[int, str | None, str, str, Failed]] = deque()
         self._queued = 0  # writes queued so far: the last one's number
         self._done = 0  # writes handled (committed, or failed and told) so far
+        self._oldest = 0.0  # monotonic time the queue last went from empty to not
+        self._withdrawals = 0  # withdrawals queued (the thread writes them at once)
         self._stopped = False
         self._thread = threading.Thread(
             target=self._run, name=f"agent-channel-pg-{name}", daemon=True
@@ -77,16 +97,24 @@ class Db:
             if len(self._queue) >= MAX_PENDING:
                 failed(f"{MAX_PENDING} writes wait for the database (the store's limit)")
                 return 0
+            if not self._queue:
+                self._oldest = time.monotonic()
+                self._cond.notify_all()  # the thread starts counting the grace
             self._queued += 1
             self._queue.append((self._queued, item_id, execution, text, failed))
-            self._cond.notify_all()
+            if item_id is None:
+                self._withdrawals += 1
+                self._cond.notify_all()
             return self._queued
 
     def wait(self, mark: int) -> None:
-        """Block until write ``mark`` is committed, or its journal was told it failed."""
+        """Write what is queued, unless write ``mark`` already is: on return it is committed,
+        or its journal was told it failed. Off the channel's lock: this is the round trip."""
         with self._cond:
-            while self._done < mark:
-                self._cond.wait()
+            if self._done >= mark:
+                return
+        with self._mutex:  # whoever holds it is writing a batch: ours, or the one before it
+            self._flush()
 
     # -- everything else: the caller's thread, after what is queued ------------------------
 
@@ -109,13 +137,25 @@ class Db:
             self._stopped = True
             self._cond.notify_all()
 
+    def _due(self) -> bool:
+        """Under the condition: whether the thread writes the queue now."""
+        if not self._queue:
+            return False
+        if self._stopped or self._withdrawals:
+            return True
+        return time.monotonic() - self._oldest >= GRACE
+
     def _run(self) -> None:
+        cond = self._cond
         while True:
-            with self._cond:
-                while not self._queue and not self._stopped:
-                    self._cond.wait()
-                if not self._queue:
-                    return
+            with cond:
+                while not self._due():
+                    if self._stopped:  # and nothing is queued
+                        return
+                    if self._queue:  # posts whose posters should write them: a grace
+                        cond.wait(self._oldest + GRACE - time.monotonic())
+                    else:
+                        cond.wait()
             with self._mutex:
                 self._flush()
 
@@ -124,6 +164,7 @@ class Db:
         with self._cond:
             batch = list(self._queue)
             self._queue.clear()
+            self._withdrawals = 0
         if not batch:
             return
         failure: str | None = None
@@ -152,20 +193,25 @@ class Db:
 def _statements(
     batch: list[tuple[int, str | None, str, str, Failed]],
 ) -> list[tuple[LiteralString, tuple[object, ...]]]:
-    """The batch as statements, in order: each run of inserts one multi-row insert."""
+    """The batch as statements, in order: each run of inserts one statement (a single row
+    the plain insert, a third quicker for the server than ``unnest``)."""
     out: list[tuple[LiteralString, tuple[object, ...]]] = []
-    run: tuple[list[str], list[str], list[str]] | None = None
+    rows: list[tuple[str, str, str]] = []
+
+    def inserts() -> None:
+        if len(rows) == 1:
+            out.append((_INSERT_ONE, rows[0]))
+        elif rows:
+            out.append((_INSERT, tuple(list(column) for column in zip(*rows, strict=True))))
+        rows.clear()
+
     for _, item_id, execution, text, _ in batch:
         if item_id is None:  # a withdrawal
-            run = None
+            inserts()
             out.append((_WITHDRAW, (execution, text)))
-            continue
-        if run is None:
-            run = ([], [], [])
-            out.append((_INSERT, run))
-        run[0].append(execution)
-        run[1].append(item_id)
-        run[2].append(text)
+        else:
+            rows.append((execution, item_id, text))
+    inserts()
     return out
 
 

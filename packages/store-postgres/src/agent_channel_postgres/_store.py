@@ -2,8 +2,11 @@
 
 Durability as stated in ``docs/postgres.md``: every write is a committed transaction on
 the server before the call returns (a post: before its settle returns, off the channel's
-lock), so with the server's ``synchronous_commit`` on (its default) an acknowledged post
-survives the crash of the process, of its host, and of the database server's host.
+lock), so the crash of the process (or of its host) loses nothing written. As SQLite's
+default, the session commits with ``synchronous_commit = off``: the server flushes its
+log within a fraction of a second, and a crash of the database server's host may lose
+the last writes (the database stays consistent). ``durable=True`` commits with
+``synchronous_commit = on``: a post returns only once the server flushed it to disk.
 
 Each execution is held by one live process at a time: a session-level advisory lock,
 taken when its journal is opened and released when its connection ends (a process that
@@ -110,19 +113,27 @@ class PostgresStore:
     """A :class:`~agent_channel.Store` in a PostgreSQL database; see :func:`open_store`.
 
     ``url``: a libpq connection string or URL (``postgresql://user:pw@host:port/db``); the
-    tables (``agent_channel_*``) live in the connection's current schema. ``keep`` and
+    tables (``agent_channel_*``) live in the connection's current schema. ``durable=True``:
+    every write is flushed to the server's disk before it returns (``synchronous_commit``
+    on; off by default, as SQLite's default store does not fsync each write). ``keep`` and
     ``keep_seconds``: the pruning policy of finished executions.
     """
 
     def __init__(
-        self, url: str, *, keep: int = KEEP_FINISHED, keep_seconds: float = KEEP_SECONDS
+        self,
+        url: str,
+        *,
+        durable: bool = False,
+        keep: int = KEEP_FINISHED,
+        keep_seconds: float = KEEP_SECONDS,
     ) -> None:
         self.url = describe(url)
         """Where the store is, without the password."""
+        self.durable = durable
         self.keep = keep
         self.keep_seconds = keep_seconds
         self._held: set[str] = set()  # executions this process holds (their advisory locks)
-        conn = _connect(url, self.url)
+        conn = _connect(url, self.url, durable)
         self._db = Db(conn, self.url.rsplit("/", 1)[-1])
         weakref.finalize(self, self._db.halt)
         self.prune()
@@ -287,7 +298,7 @@ class PostgresStore:
             )
 
 
-def _connect(url: str, shown: str) -> Conn:
+def _connect(url: str, shown: str, durable: bool) -> Conn:
     """A connection with the store's session settings, its schema created or migrated."""
     try:
         params = {**_CLIENT, **conninfo_to_dict(url)}
@@ -297,6 +308,10 @@ def _connect(url: str, shown: str) -> Conn:
     try:
         for statement in _SESSION:
             conn.execute(statement)
+        if durable:
+            conn.execute("SET synchronous_commit = on")
+        else:
+            conn.execute("SET synchronous_commit = off")
         _migrate(conn, shown)
     except psycopg.Error as e:
         conn.close()
@@ -500,11 +515,17 @@ class PostgresJournal:
                 log.exception("on_failure callback failed")
 
 
-def open_store(url: str) -> PostgresStore:
+def open_store(
+    url: str,
+    *,
+    durable: bool = False,
+    keep: int = KEEP_FINISHED,
+    keep_seconds: float = KEEP_SECONDS,
+) -> PostgresStore:
     """Open the store in the PostgreSQL database at ``url`` (its tables created on first use).
 
     The entry point of ``agent_channel.stores`` for ``postgresql://`` and ``postgres://``.
     Raises :class:`~agent_channel.StoreError` with one line for a server that cannot be
     reached or refuses the login, or a database written by a newer schema.
     """
-    return PostgresStore(url)
+    return PostgresStore(url, durable=durable, keep=keep, keep_seconds=keep_seconds)

@@ -24,6 +24,8 @@ from types import TracebackType
 import psycopg
 from psycopg import sql
 
+__all__ = ["START_SECONDS", "TemporaryServer", "find_binaries"]
+
 START_SECONDS = 60.0
 """How long a server may take to accept connections before :meth:`~TemporaryServer.start` fails."""
 
@@ -53,15 +55,19 @@ def _free_port() -> int:
 class TemporaryServer:
     """A PostgreSQL server of its own in a temporary folder; a context manager.
 
-    ``fsync=False`` (tests) skips the server's flushes; leave it on to measure.
+    ``fsync=False`` (tests) skips the server's flushes; leave it on to measure. ``folder``:
+    where its temporary folder is made (the system's temporary directory by default).
     """
 
-    def __init__(self, binaries: Path | None = None, *, fsync: bool = True) -> None:
+    def __init__(
+        self, binaries: Path | None = None, *, fsync: bool = True, folder: Path | None = None
+    ) -> None:
         found = binaries or find_binaries()
         if found is None:
             raise FileNotFoundError("no PostgreSQL binaries (initdb, postgres) on this machine")
         self.binaries = found
         self.fsync = fsync
+        self.base = folder
         self.port = 0
         self.password = secrets.token_hex(16)
         self._folder: Path | None = None
@@ -79,7 +85,7 @@ class TemporaryServer:
         return self.url(name)
 
     def start(self) -> TemporaryServer:
-        folder = Path(tempfile.mkdtemp(prefix="agent-channel-pg-"))
+        folder = Path(tempfile.mkdtemp(prefix="agent-channel-pg-", dir=self.base))
         self._folder = folder
         try:
             self._start(folder)
@@ -96,7 +102,7 @@ class TemporaryServer:
             shutil.chown(folder, "postgres", "postgres")
             shutil.chown(pwfile, "postgres", "postgres")
         os.chmod(pwfile, 0o600)
-        subprocess.run(
+        made = subprocess.run(
             [
                 str(self.binaries / "initdb"),
                 "-D",
@@ -111,12 +117,13 @@ class TemporaryServer:
                 "--locale=C",
                 "--no-sync",
             ],
-            check=True,
             capture_output=True,
             user=self._user,
             group=self._user,
             extra_groups=None if self._user is None else [],
         )
+        if made.returncode != 0:  # e.g. a folder the postgres user cannot reach
+            raise RuntimeError(f"initdb failed: {made.stderr.decode(errors='replace').strip()}")
         for _ in range(5):  # a port taken between the probe and the bind: another
             self.port = _free_port()
             self._proc = subprocess.Popen(
