@@ -146,7 +146,7 @@ async def _measure(stores: dict[str, Store], rounds: int, n: int) -> dict[str, A
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--posts", type=int, default=500)
     args = parser.parse_args(argv)

@@ -31,6 +31,7 @@ EXAMPLES = {
     "openai-agents-support": "docs/examples/support.py",
     "ray-quickstart": ("packages/ray-runtime/README.md", "import agent_channel_ray as acr"),
     "sqlite-durable": ("packages/store-sqlite/README.md", '"""durable.py'),
+    "postgres-shared": ("packages/store-postgres/README.md", '"""shared.py'),
     "readme-agent": ("README.md", '"""my_agents.py'),  # tests/test_docs_examples.py runs it
 }
 

@@ -17,6 +17,11 @@
   ``heard: hello``;
 - sqlite: its wheel and the core's (nothing else); the sqlite README's example, run twice:
   the second run restores the message the first was sent before it died.
+- postgres: its wheel and the core's (pip brings psycopg and its binary libpq); the core's
+  ``open_store`` finds it by its URL scheme and an unreachable server is refused in one line
+  (libpq from the wheel at work); then, where PostgreSQL's binaries are on the machine (CI:
+  required), the package's ``TemporaryServer`` starts one and the postgres README's example
+  runs twice against it: the second run restores the message the first was sent.
 
 What runs is read out of the READMEs (``examples.py``), so what a reader copies is what
 was run. No venv sees the workspace: each interpreter runs with ``-E -s`` and an
@@ -351,17 +356,64 @@ def smoke_sqlite(work: Path, core: Path, sqlite: Path) -> str:
     return f"sqlite: {len(installed)} distributions; the README example restored its message"
 
 
+POSTGRES_DRIVER = r"""
+import os, subprocess, sys
+from agent_channel import StoreError, open_store
+from agent_channel_postgres.testing import TemporaryServer, find_binaries
+
+try:
+    open_store("postgresql://smoke:n0t-sh0wn@127.0.0.1:1/nowhere")
+except StoreError as e:
+    line = str(e)
+    assert "\n" not in line and "n0t-sh0wn" not in line and "cannot be opened" in line, line
+    print("refused in one line")
+if find_binaries() is None:
+    if os.environ.get("CI") == "true":
+        sys.exit("no PostgreSQL binaries: CI must run the postgres README's example")
+    print("no PostgreSQL binaries here: the example was not run")
+    sys.exit(0)
+with TemporaryServer(fsync=False) as server:
+    env = dict(os.environ, STORE_URL=server.create_database("smoke"))
+    for _ in range(2):
+        run = subprocess.run(
+            [sys.executable, "-E", "-s", "shared.py"], env=env, capture_output=True, text=True,
+            timeout=120,
+        )
+        assert run.returncode == 0, run.stderr
+        print(run.stdout.strip())
+"""
+
+
+def smoke_postgres(work: Path, core: Path, postgres: Path) -> str:
+    folder = work / "postgres-example"
+    folder.mkdir()
+    python = _venv(work, "postgres-venv", [postgres, core])
+    installed = _installed(python, folder)
+    allowed = {"agent-channel-postgres", "agent-channel-core", "psycopg", "psycopg-binary"}
+    strays = installed - allowed - CORE_CLOSURE - {"tzdata"}
+    _check(not strays, "the postgres wheel pulled in", strays)
+    (folder / "shared.py").write_text(example("postgres-shared"))
+    (folder / "driver.py").write_text(POSTGRES_DRIVER)
+    out = _run(python, "-E", "-s", "driver.py", cwd=folder).strip().splitlines()
+    _check(out[:1] == ["refused in one line"], "the unreachable store printed", out)
+    if out[1:2] == ["no PostgreSQL binaries here: the example was not run"]:
+        return f"postgres: {len(installed)} distributions; refused in one line (no server here)"
+    _check(out[-1:] == ["restored: ['are you there?']"], "the second run printed", out)
+    return f"postgres: {len(installed)} distributions; the README example restored its message"
+
+
 def main(dist: Path) -> None:
     def wheel(name: str) -> Path:
         (found,) = dist.glob(f"{name}-*-py3-none-any.whl")
         return found
 
-    core, react, acp, ray_wheel, sqlite, adapter, oai_adapter = (
+    core, react, acp, ray_wheel, sqlite, postgres, adapter, oai_adapter = (
         wheel("agent_channel_core"),
         wheel("agent_channel_react"),
         wheel("agent_channel_acp"),
         wheel("agent_channel_ray"),
         wheel("agent_channel_sqlite"),
+        wheel("agent_channel_postgres"),
         wheel("agent_channel_pydantic_ai"),
         wheel("agent_channel_openai_agents"),
     )
@@ -374,6 +426,7 @@ def main(dist: Path) -> None:
             lambda: smoke_acp(work, core, acp, sqlite, version),
             lambda: smoke_ray(work, core, ray_wheel),
             lambda: smoke_sqlite(work, core, sqlite),
+            lambda: smoke_postgres(work, core, postgres),
             lambda: smoke_pydantic_ai(work, core, adapter),
             lambda: smoke_openai_agents(work, core, oai_adapter),
         )
