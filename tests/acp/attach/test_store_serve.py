@@ -244,6 +244,28 @@ def test_d8_serve_on_an_unreachable_database_exits_with_one_line(tmp_path: Path)
     assert "s3cret" not in line
 
 
+def test_n6_servers_sharing_a_database_keep_their_own_and_take_over_a_dead_ones(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """N6: ``serve --store postgresql://…`` from two processes on one database (two nodes,
+    as far as the database can tell): the second leaves the first's execution to it and
+    starts its own; once the first is killed, a server started later takes its execution
+    over under the same id, with the message it had acknowledged."""
+    rts = [tmp_path / f"rt{i}" for i in range(3)]
+    for rt in rts:
+        rt.mkdir(mode=0o700)
+    with _serve(rts[0], postgres_url) as first:
+        (held,) = first.ids(1)
+        assert ctl(rts[0], "send", held, "op-1-1 for the first").returncode == 0
+        with _serve(rts[1], postgres_url) as second:
+            (own,) = second.ids(1)
+            assert own != held
+            _kill(first)  # its node dies; the second stops in order at the block's end
+    with _serve(rts[2], postgres_url, "--count", "2") as third:
+        assert sorted(third.ids(2)) == sorted([held, own])
+        _check(rts[2], held, ["op-1-1"], {"op-1-1"}, "after the takeover")
+
+
 def test_d6_children_running_when_serve_dies_are_announced_lost_to_their_parent(
     tmp_path: Path, store_spec: str
 ) -> None:

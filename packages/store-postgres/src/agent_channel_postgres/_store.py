@@ -62,7 +62,7 @@ _MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {
     ),
 }
 
-TAKEOVER_SECONDS = 5.0
+TAKEOVER_SECONDS = 2.0
 """How long opening an execution waits for another process to let it go (one that just
 died: the server is ending its session) before it is refused as in use."""
 

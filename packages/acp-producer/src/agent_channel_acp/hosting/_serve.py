@@ -429,8 +429,11 @@ def _restorable(
     """The store's unfinished ``serve`` executions, each with a body of its own agent.
 
     One whose agent cannot be loaded or made is recorded as ended with the reason (it
-    would never run), never left "running"; the others go on under their ids.
+    would never run), never left "running"; the others go on under their ids. In a store
+    that servers share (a PostgreSQL database), one another live server holds is left to it.
     """
+    from agent_channel import StoreError
+
     runs: list[Run] = []
     for e in reversed(store.executions("running")):  # oldest first, as they were started
         meta = e.meta
@@ -448,10 +451,15 @@ def _restorable(
             body = _body(made, their_model if isinstance(their_model, str) else None)
         except Exception as err:
             log.error("execution %s cannot be restored: %s", e.id, err)
-            store.journal(e.id).finish("ended", None, f"could not be restored: {err}")
+            with contextlib.suppress(StoreError):  # held by another live server: it ends it
+                store.journal(e.id).finish("ended", None, f"could not be restored: {err}")
             continue
         title = meta.get("title")
-        journal = store.journal(e.id, wait=wait)
+        try:
+            journal = store.journal(e.id, wait=wait)
+        except StoreError as err:  # a shared store: another live server runs it (N6)
+            log.warning("execution %s is left to its server: %s", e.id, err)
+            continue
         runs.append(
             Run(
                 body,
