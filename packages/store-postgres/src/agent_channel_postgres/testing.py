@@ -146,7 +146,7 @@ class TemporaryServer:
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=open(folder / "log", "wb"),  # noqa: SIM115 - the child's, closed with it
-                start_new_session=True,
+                # in its caller's process group: a Ctrl-C there stops it too (a fast shutdown)
                 user=self._user,
                 group=self._user,
                 extra_groups=None if self._user is None else [],
