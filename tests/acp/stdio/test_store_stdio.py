@@ -166,6 +166,28 @@ async def test_d8_stdio_on_an_unreachable_database_exits_with_one_line() -> None
     assert "s3cret" not in run.stderr and run.stdout == ""
 
 
+async def test_n6_two_stdio_agents_share_a_database_and_a_held_session_is_refused(
+    postgres_url: str,
+) -> None:
+    """N6: stdio agents on one PostgreSQL database: each lists the other's sessions, a load
+    of one the other runs is refused with the reason (never a restore beside it), and once
+    its agent died the load restores it."""
+    async with spawn("--agent", "agents:react_agent", "--store", postgres_url) as first:
+        sid = (await first.conn.new_session(cwd=str(HERE), mcp_servers=[])).session_id
+        assert await prompt(first, sid, "held by the first") == "end_turn"
+        async with spawn("--agent", "agents:react_agent", "--store", postgres_url) as second:
+            with anyio.fail_after(GUARD):
+                listed = await second.request("session/list", {})
+            assert sid in [r["sessionId"] for r in listed["sessions"]]
+            with anyio.fail_after(GUARD), pytest.raises(RequestError) as e:
+                await second.request("session/load", load_params(sid))
+            assert "in use by another running server" in str(e.value.data), e.value.data
+            await killed(first)
+            with anyio.fail_after(GUARD):
+                await second.request("session/load", load_params(sid))
+            assert "held by the first" in said(second, sid)
+
+
 async def unanswered(agent: Agent, sid: str, text: str) -> None:
     """A prompt whose agent dies before its turn ends (its connection closes)."""
     with pytest.raises(ConnectionError):
