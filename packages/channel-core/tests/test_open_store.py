@@ -35,3 +35,13 @@ def test_a_store_refusal_is_its_own_store_error(tmp_path: Path) -> None:
     bad.write_text("hello")
     with pytest.raises(StoreError):
         open_store(bad)
+
+
+def test_a_store_not_installed_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agent_channel._stores as stores
+
+    monkeypatch.setattr(stores, "entry_points", lambda group: [])
+    with pytest.raises(StoreError, match=r"^no store for postgresql:// is installed; install"):
+        open_store("postgresql://localhost/runs")
+    with pytest.raises(StoreError, match=r"\./packages/store-postgres"):
+        open_store("postgres://localhost/runs")

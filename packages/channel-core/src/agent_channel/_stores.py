@@ -25,7 +25,11 @@ FILE = "sqlite"
 _INSTALL = {  # spelled out: tests/test_install_hints.py checks each command
     "sqlite": "agent-channel-sqlite (`pip install ./packages/channel-core ./packages/store-sqlite`"
     " at the root of a clone; once published, `pip install agent-channel-sqlite`)",
+    "postgresql": "agent-channel-postgres (`pip install ./packages/channel-core"
+    " ./packages/store-postgres` at the root of a clone; once published, `pip install"
+    " agent-channel-postgres`)",
 }
+_INSTALL["postgres"] = _INSTALL["postgresql"]
 
 
 def scheme_of(spec: str | os.PathLike[str] | None) -> str:
