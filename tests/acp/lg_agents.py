@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -33,6 +33,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.messages.tool import ToolCallChunk, tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
@@ -129,13 +130,10 @@ def summary(messages: Sequence[BaseMessage]) -> list[dict[str, object]]:
     return out
 
 
-def _call(name: str, args: dict[str, object], index: int = 0) -> dict[str, Any]:
-    return {
-        "name": name,
-        "args": json.dumps(args),
-        "id": f"{name}-{os.urandom(4).hex()}",
-        "index": index,
-    }
+def _call(name: str, args: Mapping[str, object], index: int = 0) -> ToolCallChunk:
+    return tool_call_chunk(
+        name=name, args=json.dumps(args), id=f"{name}-{os.urandom(4).hex()}", index=index
+    )
 
 
 def script(messages: Sequence[BaseMessage]) -> Iterator[AIMessageChunk | str]:
@@ -252,12 +250,12 @@ with warnings.catch_warnings():  # moved to langchain.agents in LangGraph 1.0, s
 """The suites' LangGraph agent, as an author would write it."""
 
 
-def _noop(state: dict[str, Any]) -> dict[str, Any]:
-    return {}
-
-
 class _Counter(TypedDict):
     count: int
+
+
+def _noop(state: _Counter) -> dict[str, Any]:
+    return {}
 
 
 _builder: StateGraph[Any, Any, Any, Any] = StateGraph(_Counter)

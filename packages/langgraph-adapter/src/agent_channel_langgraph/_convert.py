@@ -54,9 +54,7 @@ def text_of(message: BaseMessage) -> str:
 def reasoning_of(message: BaseMessage) -> str:
     """A message's reasoning, from LangChain's standard content blocks."""
     blocks: Any = getattr(message, "content_blocks", None) or []
-    return "".join(
-        str(b.get("reasoning") or "") for b in blocks if b.get("type") == "reasoning"
-    )
+    return "".join(str(b.get("reasoning") or "") for b in blocks if b.get("type") == "reasoning")
 
 
 def calls_of(message: AIMessage) -> tuple[ToolCall, ...]:

@@ -39,8 +39,8 @@ def adapt(obj: object) -> Callable[[str | None], Body] | None:
     """
     if sys.modules.get("langgraph.pregel") is None:
         return None
-    from langgraph.graph import StateGraph
-    from langgraph.pregel import Pregel
+    from langgraph.graph import StateGraph  # pyright: ignore[reportMissingTypeStubs]
+    from langgraph.pregel import Pregel  # pyright: ignore[reportMissingTypeStubs]
 
     if isinstance(obj, StateGraph):
         raise RuntimeError("it is a StateGraph, not compiled: serve graph.compile()")
@@ -51,9 +51,10 @@ def adapt(obj: object) -> Callable[[str | None], Body] | None:
     version = str(getattr(langgraph.version, "__version__", "") or "unknown")
     if not supported(version):
         raise RuntimeError(f"agent-channel-langgraph serves {RANGE}; found {version}")
-    graph = cast("Pregel[Any, Any, Any, Any]", obj)
-    if MESSAGES not in graph.channels:
-        keys = ", ".join(sorted(k for k in graph.channels if not k.startswith(("__", "branch:"))))
+    graph = cast("Any", obj)  # a Pregel of any state
+    channels: dict[str, object] = graph.channels
+    if MESSAGES not in channels:
+        keys = ", ".join(sorted(k for k in channels if not k.startswith(("__", "branch:"))))
         raise RuntimeError(
             f"its state has no {MESSAGES!r} key (found: {keys or 'none'}): "
             "expected a graph whose state holds the conversation, e.g. MessagesState"

@@ -24,12 +24,11 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, cast
 
 import agent_channel
 import anyio
 import anyio.lowlevel
-from anyio.streams.memory import MemoryObjectSendStream
 from agent_channel import (
     AgentChannel,
     AgentInterrupted,
@@ -43,6 +42,7 @@ from agent_channel import (
     repair,
     wait_for_message,
 )
+from anyio.streams.memory import MemoryObjectSendStream
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -54,8 +54,7 @@ from langchain_core.messages import (
     messages_to_dict,
 )
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph.message import add_messages
-from langgraph.pregel import Pregel
+from langgraph.graph.message import add_messages  # pyright: ignore[reportMissingTypeStubs]
 from langgraph.types import Command, Interrupt
 
 from ._convert import (
@@ -84,7 +83,8 @@ SETTLE = 10.0
 cancellation is left behind after it)."""
 
 Body = Callable[[], Awaitable[object]]
-Graph = Pregel[Any, Any, Any, Any]
+Graph = Any
+"""A compiled graph (a ``langgraph.pregel.Pregel`` of any state)."""
 
 
 class LangGraphBody:
@@ -220,8 +220,9 @@ class _Run:
     async def pump(
         self, inputs: Any, config: Any, send: MemoryObjectSendStream[tuple[str, Any]]
     ) -> None:
+        graph: Any = self.graph
         async with send:
-            async for item in self.graph.astream(
+            async for item in graph.astream(
                 inputs, config, stream_mode=["messages", "updates"], interrupt_after=self.after
             ):
                 await send.send(item)
@@ -247,7 +248,8 @@ class _Run:
         """A step's messages: into the history and the shown conversation."""
         if not messages:
             return
-        self.live = add_messages(self.live or [], messages)  # pyright: ignore[reportArgumentType]
+        merged: Any = add_messages(self.live or [], messages)  # pyright: ignore[reportArgumentType]
+        self.live = list(merged)
         for m in messages:
             if isinstance(m, AIMessage):
                 call = calls.pop(m.id or "", None)
@@ -323,7 +325,8 @@ class _Run:
         if restored is None or not state or state.get(STATE) != 1:
             return False
         self.conv.messages[:] = restored.messages
-        self.history = messages_from_dict(state.get("history") or [])
+        history: Any = state.get("history") or []
+        self.history = messages_from_dict(history)
         if unanswered(self.history):
             self.repair(RESTARTED)
         if restored.wait or state.get("parked") is not None:
@@ -331,34 +334,45 @@ class _Run:
         return not answered_by_model(self.history)
 
 
-def _messages(update: object) -> list[BaseMessage]:
+def _messages(update: Any) -> list[BaseMessage]:
     """The messages one node's update writes (a dict, or a list of them)."""
-    updates = update if isinstance(update, list) else [update]
     out: list[BaseMessage] = []
-    for u in updates:  # pyright: ignore[reportUnknownVariableType]
-        written = u.get(MESSAGES) if isinstance(u, dict) else None  # pyright: ignore[reportUnknownMemberType]
-        if written is None:
-            continue
-        out.extend(convert_to_messages(written if isinstance(written, list) else [written]))  # pyright: ignore[reportUnknownArgumentType]
+    for u in _listed(update):
+        written: Any = _field(u, MESSAGES)
+        if written is not None:
+            out.extend(convert_to_messages(_listed(written)))
     return out
+
+
+def _field(value: Any, key: str) -> Any:
+    """``value[key]`` when ``value`` is a dict that has it, else ``None``."""
+    return cast("dict[str, Any]", value).get(key) if isinstance(value, dict) else None
+
+
+def _listed(value: Any) -> list[Any]:
+    return cast("list[Any]", value) if isinstance(value, list) else [value]
 
 
 async def _answers(asked: list[Interrupt]) -> dict[str, object]:
     """Each interrupt's value asked of the operator: its answer resumes it."""
     answers: dict[str, object] = {}
     for it in asked:
-        value = it.value
-        choices: list[str] = []
-        if isinstance(value, str):
-            text = value
-        elif isinstance(value, dict) and isinstance(value.get("question"), str):  # pyright: ignore[reportUnknownMemberType]
-            text = str(value["question"])  # pyright: ignore[reportUnknownArgumentType]
-            choices = [str(c) for c in value.get("choices") or ()]  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        else:
-            text = json.dumps(value, default=str)
+        text, choices = _question(it.value)
         answer = await agent_channel.ask_user(text, choices)
         answers[it.id] = answer.for_model()
     return answers
+
+
+def _question(value: Any) -> tuple[str, list[str]]:
+    """An interrupt's value as a question: a string, or ``{"question": ..., "choices":
+    [...]}``; anything else is shown as its JSON."""
+    if isinstance(value, str):
+        return value, []
+    question: Any = _field(value, "question")
+    if isinstance(question, str):
+        choices: list[Any] = list(_field(value, "choices") or ())
+        return question, [str(c) for c in choices]
+    return json.dumps(value, default=str), []
 
 
 async def _settled(task: asyncio.Future[None]) -> None:

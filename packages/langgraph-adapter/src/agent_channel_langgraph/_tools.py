@@ -21,7 +21,6 @@ from agent_channel import AgentChannel, ToolCall, ToolCallFinished, ToolCallStar
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolNode
-from langgraph.pregel import Pregel
 
 REJECTED = "Tool call rejected by the operator."
 CANCELLED_ALONE = "Tool call cancelled by the operator."
@@ -31,25 +30,30 @@ ASKING = "ask_user"
 Execute = Callable[[Any], Awaitable[Any]]
 
 
-def tool_nodes(graph: Pregel[Any, Any, Any, Any]) -> list[str]:
+def tool_nodes(graph: Any) -> list[str]:
     """The names of the graph's ``ToolNode`` nodes: the step after which operators'
     messages are handed to the model (their results come first)."""
     return [name for name, node in graph.nodes.items() if isinstance(node.bound, ToolNode)]
 
 
-def channelled(graph: Pregel[Any, Any, Any, Any], ch: AgentChannel, **update: Any) -> Any:
+def channelled(graph: Any, ch: AgentChannel, **update: Any) -> Any:
     """A copy of ``graph`` whose tool nodes run each call as a region with its events and
     approval (``update``: more of the copy's attributes, its checkpointer)."""
-    nodes = dict(graph.nodes)
+    nodes: dict[str, Any] = dict(graph.nodes)
     for name, node in graph.nodes.items():
-        bound = node.bound
-        if isinstance(bound, ToolNode) and (
-            bound._awrap_tool_call is not None or bound._wrap_tool_call is None
-        ):  # a sync-only wrapper of the author's is left as it is (no cards, no approval)
-            mine = copy.copy(bound)
-            mine._awrap_tool_call = _wrapper(ch, bound._awrap_tool_call)
-            mine.func, mine.afunc = mine._func, mine._afunc  # bound to the copy, not theirs
-            nodes[name] = node.copy({"bound": mine})
+        if not isinstance(node.bound, ToolNode):
+            continue
+        bound: Any = node.bound
+        # ToolNode's own interception seam, set on a copy (its constructor's awrap_tool_call;
+        # the attributes are pinned with the supported range). A sync-only wrapper of the
+        # author's is left as it is (its calls have no cards and no approval).
+        theirs, sync = bound._awrap_tool_call, bound._wrap_tool_call  # pyright: ignore[reportPrivateUsage]
+        if theirs is None and sync is not None:
+            continue
+        mine: Any = copy.copy(bound)
+        mine._awrap_tool_call = _wrapper(ch, theirs)  # pyright: ignore[reportPrivateUsage]
+        mine.func, mine.afunc = mine._func, mine._afunc  # pyright: ignore[reportPrivateUsage]
+        nodes[name] = node.copy({"bound": mine})
     return graph.copy(update={"nodes": nodes, **update})
 
 
