@@ -211,6 +211,8 @@ class _Run:
                             if node in self.after:
                                 self.paused = node
                             self.landed(_messages(update), calls)
+                for call in calls.values():  # streamed, never landed (a subgraph's own)
+                    call.finish()
         except BaseException:
             task.cancel()
             await _settled(task)
