@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from typing import Any, cast
@@ -54,6 +55,7 @@ from langchain_core.messages import (
     messages_to_dict,
 )
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import GraphRecursionError
 from langgraph.graph.message import add_messages  # pyright: ignore[reportMissingTypeStubs]
 from langgraph.types import Command, Interrupt
 
@@ -78,6 +80,8 @@ RESTARTED = "Tool call interrupted by a restart."
 effect; LangGraph does not say which tools are idempotent)."""
 STATE = "langgraph"
 """The checkpoint state's key for the history (its version: 1)."""
+DEFAULT_LIMIT = 10007
+"""LangGraph's own default step budget for one run (langgraph 1.2)."""
 SETTLE = 10.0
 """How long an interrupt waits for the cancelled reader to end (a tool that ignores
 cancellation is left behind after it)."""
@@ -124,6 +128,10 @@ class _Run:
         self.live: list[BaseMessage] | None = None  # the history with the running steps'
         self.paused: str | None = None  # the tool node the stream paused after
         self.threads = 0
+        configured: Any = _field(graph.config, "recursion_limit")
+        self.limit = int(
+            configured or os.environ.get("LANGGRAPH_DEFAULT_RECURSION_LIMIT", DEFAULT_LIMIT)
+        )
         self.users: list[ChatMessageUser] = []  # taken, not yet in the history
         self.output: object = None
 
@@ -179,13 +187,23 @@ class _Run:
                 return
             # Paused after a tool step: what operators queued goes to the next model call.
             self.take(fold(self.ch.drain()))  # inside the scope a Cancel stays for the scope
+            step: int = state.metadata["step"] if state.metadata else 0
             if self.users:
+                step += 1  # the update is a step of its own
                 fed = [human(u) for u in self.users]
                 self.users.clear()
                 await self.graph.aupdate_state(config, {MESSAGES: fed}, as_node=self.paused)
                 self.history.extend(fed)
             self.checkpoint()
             inputs = None
+            # The graph's step budget counts from the prompt's start, not from each resume:
+            # LangGraph's stop (and ``remaining_steps``) stay where one run would put them.
+            left = self.limit - step - 1
+            if left < 0:
+                raise GraphRecursionError(
+                    f"Recursion limit of {self.limit} reached without hitting a stop condition."
+                )
+            config = {**config, "recursion_limit": max(1, left)}
 
     async def read(self, inputs: Any, config: Any) -> None:
         """Stream the thread until it ends or pauses. A task of its own reads LangGraph's
