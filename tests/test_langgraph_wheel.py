@@ -61,4 +61,4 @@ def test_it_requires_the_core_and_a_pinned_langgraph_only(wheel: zipfile.ZipFile
         Requirement(r).name: str(Requirement(r).specifier)
         for r in meta.get_all("Requires-Dist") or []
     }
-    assert required == {"agent-channel-core": "<0.3,>=0.2.0", "langgraph": "<1.3,>=1.2"}
+    assert required == {"agent-channel-core": "<0.3,>=0.2.0", "langgraph": "<1.3,>=1.2.24"}

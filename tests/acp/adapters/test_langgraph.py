@@ -120,7 +120,7 @@ def test_f6_a_killed_server_restores_the_conversation_and_every_acknowledged_mes
         (
             "lg_agents_future:graph",
             "the langgraph adapter refused it: agent-channel-langgraph serves "
-            "langgraph >=1.2,<1.3; found 1.99.0",
+            "langgraph >=1.2.24,<1.3; found 1.99.0",
         ),
         (
             "lg_agents:no_messages",

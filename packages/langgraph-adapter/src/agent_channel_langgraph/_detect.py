@@ -11,10 +11,11 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-SUPPORTED = ((1, 2), (1, 3))
+SUPPORTED = ((1, 2, 24), (1, 3))
 """The langgraph versions served: at least the first, below the second (the range the tests
-run, pinned in this distribution's requirements)."""
-RANGE = "langgraph >=1.2,<1.3"
+run, pinned in this distribution's requirements; ``RunControl``, the seam operators'
+messages go in by, is in 1.2.24)."""
+RANGE = "langgraph >=1.2.24,<1.3"
 MESSAGES = "messages"
 """The state key the graph's conversation lives in (LangGraph's ``MessagesState``)."""
 
@@ -24,7 +25,7 @@ Body = Callable[[], Awaitable[object]]
 def supported(version: str) -> bool:
     """Whether langgraph ``version`` is in :data:`SUPPORTED`."""
     try:
-        found = tuple(int(p) for p in version.split(".")[:2])
+        found = tuple(int(p) for p in version.split(".")[:3])
     except ValueError:
         return False
     return SUPPORTED[0] <= found < SUPPORTED[1]

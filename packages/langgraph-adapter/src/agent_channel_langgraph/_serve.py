@@ -2,25 +2,26 @@
 
 The loop mirrors the ReAct loop's discipline with LangGraph's own seams. The graph runs as
 a copy with a checkpointer of the adapter's (``InMemorySaver``), its tool nodes wrapped
-(``_tools``). Each operator prompt starts a thread seeded with the whole conversation; the
-thread is streamed with ``interrupt_after`` its tool nodes, so after each tool step the
-graph pauses, what operators queued is drained and written with
-``aupdate_state(..., as_node=<the tool node>)``, and the run resumes: the messages reach
-the next model call after the tool results, in post order, once each (F2). The stream is
-read by a task of its own: an interrupt cancels that task (``Task.cancel()``; cancelling a
-scope around the stream leaves LangGraph's running tool going to its end), which stops the
-model stream or the tools in flight; the history is repaired (each unanswered call gets a
-``ToolMessage(status="error")``) and the loop waits for the redirect, which continues the
-same conversation (F3). Model text streams as ``ModelDelta``s (``stream_mode="messages"``),
-each step's messages are shown as they land (``"updates"``), each tool call is a keyed
-region with its events (F4). A node's own ``interrupt()`` is a question to the operator,
-its answer the ``Command(resume=...)`` (F5). With a journal, the conversation is
-checkpointed as LangChain's own message dicts (F6).
+(``_tools``). Each operator prompt starts a thread seeded with the whole conversation. When
+a tool step's results land and operators have queued messages, the run is asked to stop at
+the step's end (``RunControl.request_drain()``, checked by LangGraph before its next step);
+the messages are written with ``aupdate_state(..., as_node=<the tool node>)`` and the run
+resumes: they reach the next model call after the tool results, in post order, once each
+(F2). The stream is read by a task of its own: an interrupt cancels that task
+(``Task.cancel()``; cancelling a scope around the stream leaves LangGraph's running tool
+going to its end), which stops the model stream or the tools in flight; the history is
+repaired (each unanswered call gets a ``ToolMessage(status="error")``) and the loop waits
+for the redirect, which continues the same conversation (F3). Model text streams as
+``ModelDelta``s (``stream_mode="messages"``), each step's messages are shown as they land
+(``"updates"``), each tool call is a keyed region with its events (F4). A node's own
+``interrupt()`` is a question to the operator, its answer the ``Command(resume=...)`` (F5).
+With a journal, the conversation is checkpointed as LangChain's own message dicts (F6).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from collections.abc import Awaitable, Callable
@@ -55,8 +56,9 @@ from langchain_core.messages import (
     messages_to_dict,
 )
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.errors import GraphRecursionError
+from langgraph.errors import GraphDrained, GraphRecursionError
 from langgraph.graph.message import add_messages  # pyright: ignore[reportMissingTypeStubs]
+from langgraph.runtime import RunControl
 from langgraph.types import Command, Interrupt
 
 from ._convert import (
@@ -126,7 +128,7 @@ class _Run:
         self.conv = Conversation(ch)
         self.history: list[BaseMessage] = []  # what the next prompt's thread starts from
         self.live: list[BaseMessage] | None = None  # the history with the running steps'
-        self.paused: str | None = None  # the tool node the stream paused after
+        self.paused: str | None = None  # the tool node whose step the run stopped after
         self.threads = 0
         configured: Any = _field(graph.config, "recursion_limit")
         self.limit = int(
@@ -174,7 +176,8 @@ class _Run:
         config = await self.thread()
         inputs: Any = {MESSAGES: list(self.history)}
         while True:
-            await self.read(inputs, config)
+            with contextlib.suppress(GraphDrained):  # stopped after a tool step: see below
+                await self.read(inputs, config)
             state = await self.graph.aget_state(config)
             self.history = list(state.values.get(MESSAGES) or [])
             asked = [i for t in state.tasks for i in t.interrupts]
@@ -185,7 +188,8 @@ class _Run:
                 self.output = state.values
                 self.checkpoint()
                 return
-            # Paused after a tool step: what operators queued goes to the next model call.
+            # Drained after a tool step (operators' messages were queued): they go to the
+            # next model call, after the step's results, as if the tool node wrote them.
             self.take(fold(self.ch.drain()))  # inside the scope a Cancel stays for the scope
             step: int = state.metadata["step"] if state.metadata else 0
             if self.users:
@@ -213,7 +217,8 @@ class _Run:
         (``Task.cancel()``), which stops LangGraph's model call or tools in flight, and
         waits for it to end before it is answered (S5)."""
         send, receive = anyio.create_memory_object_stream[tuple[str, Any]](0)
-        task = asyncio.ensure_future(self.pump(inputs, config, send))
+        control = RunControl()
+        task = asyncio.ensure_future(self.pump(inputs, config, control, send))
         self.live = list(self.history)
         self.paused = None
         calls: dict[str, ModelCall] = {}  # streaming, by the chunks' message id
@@ -226,9 +231,10 @@ class _Run:
                         for node, update in chunk.items():
                             if node.startswith("__"):
                                 continue
+                            self.landed(_messages(update), calls)
                             if node in self.after:
                                 self.paused = node
-                            self.landed(_messages(update), calls)
+                                self.after_tool(control)
                 for call in calls.values():  # streamed, never landed (a subgraph's own)
                     call.finish()
         except BaseException:
@@ -238,14 +244,27 @@ class _Run:
         await task  # ended: its error, if any
 
     async def pump(
-        self, inputs: Any, config: Any, send: MemoryObjectSendStream[tuple[str, Any]]
+        self,
+        inputs: Any,
+        config: Any,
+        control: RunControl,
+        send: MemoryObjectSendStream[tuple[str, Any]],
     ) -> None:
         graph: Any = self.graph
         async with send:
             async for item in graph.astream(
-                inputs, config, stream_mode=["messages", "updates"], interrupt_after=self.after
+                inputs, config, stream_mode=["messages", "updates"], control=control
             ):
                 await send.send(item)
+
+    def after_tool(self, control: RunControl) -> None:
+        """A tool call's result landed: if operators queued messages, the run is asked to
+        stop at the step's end (``RunControl.request_drain``: LangGraph checks it before
+        the next step), where :meth:`prompt` hands them over. The graph is still waiting
+        for this task to take the chunk, so the request is in before the next step."""
+        self.take(fold(self.ch.drain()))  # inside the scope a Cancel stays for the scope
+        if self.users:
+            control.request_drain("operator messages")
 
     def streamed(self, chunk: Any, calls: dict[str, ModelCall], stack: ExitStack) -> None:
         """A piece of a model's answer, as it streams."""
