@@ -187,6 +187,7 @@ class _Run:
             if not state.next:
                 self.output = state.values
                 self.checkpoint()
+                await self.saver.adelete_thread(str(self.threads))  # the history holds it
                 return
             # Drained after a tool step (operators' messages were queued): they go to the
             # next model call, after the step's results, as if the tool node wrote them.
@@ -307,7 +308,7 @@ class _Run:
     async def thread(self) -> Any:
         """A fresh thread (the last one's checkpoints dropped: the history holds what a
         prompt needs, and the saver stays the size of one prompt's steps)."""
-        if self.threads:
+        if self.threads:  # one an interrupt left
             await self.saver.adelete_thread(str(self.threads))
         self.threads += 1
         configurable: dict[str, Any] = {"thread_id": str(self.threads)}
