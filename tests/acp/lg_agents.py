@@ -36,8 +36,9 @@ from langchain_core.messages import (
 from langchain_core.messages.tool import ToolCallChunk, tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tools import tool
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import create_react_agent
+from langgraph.types import interrupt
 
 GATES_ENV = "AGENT_CHANNEL_TEST_GATES"
 CUT = "Tool call "
@@ -271,3 +272,26 @@ not_compiled = _builder
 
 not_an_agent = object()
 """F8: an object nothing can serve."""
+
+
+def _pick(state: MessagesState) -> dict[str, Any]:
+    """A node of the author's that asks with LangGraph's own ``interrupt()``."""
+    answer = interrupt({"question": "Which colour?", "choices": ["red", "blue"]})
+    return {"messages": [AIMessage(content=f"picked {answer}")]}
+
+
+_asking: StateGraph[Any, Any, Any, Any] = StateGraph(MessagesState)
+_asking.add_node("pick", _pick)
+_asking.add_edge(START, "pick")
+_asking.add_edge("pick", END)
+
+asking = _asking.compile()
+"""F5: a graph whose node asks the operator through ``interrupt()``."""
+
+_outer: StateGraph[Any, Any, Any, Any] = StateGraph(MessagesState)
+_outer.add_node("inner", graph)  # the prebuilt agent as a subgraph node
+_outer.add_edge(START, "inner")
+_outer.add_edge("inner", END)
+
+nested = _outer.compile()
+"""F7: a graph whose one node is a subgraph (the suites' prebuilt agent)."""

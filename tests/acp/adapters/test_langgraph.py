@@ -170,3 +170,60 @@ async def test_f1_attachable_runs_the_graph_and_the_verbs_drive_it(
 
         await anyio.to_thread.run_sync(wait_for, answered, "the agent's answer")
         tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # LangGraph runs on asyncio
+async def test_f5_a_nodes_own_interrupt_is_a_question_and_its_answer_resumes_it() -> None:
+    """``interrupt({"question": ..., "choices": [...]})`` in a node of the author's reaches
+    the execution's question route (what a producer routes to its client), and the answer
+    resumes the node (``Command(resume=...)``)."""
+    import anyio
+    import lg_agents
+    from agent_channel import Answer, Question, UserMessage, open_channel
+    from agent_channel_langgraph import adapt
+
+    asked: list[Question] = []
+
+    async def resolver(question: Question) -> Answer:
+        asked.append(question)
+        return Answer("blue")
+
+    make = adapt(lg_agents.asking)
+    assert make is not None
+    with anyio.fail_after(30):  # a hang guard
+        async with open_channel() as ch:
+            ref = ch.ref()
+            ref.route_questions(resolver)
+            ref.post(UserMessage("go"))
+            await make(None)()  # not live: ends once the prompt is answered
+            said = [m.text for m in ref.messages()]
+    assert [(q.text, q.choices) for q in asked] == [("Which colour?", ("red", "blue"))]
+    assert said == ["go", "picked blue"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_f7_a_subgraph_runs_as_its_parent_nodes_work(tmp_path: Path) -> None:
+    """A subgraph node (the suites' prebuilt agent inside another graph) is served: its
+    answers land in the parent's messages and show; it is not a child execution."""
+    import anyio
+    import lg_agents
+    from agent_channel import UserMessage, open_channel
+    from agent_channel_langgraph import adapt
+
+    make = adapt(lg_agents.nested)
+    assert make is not None
+    with anyio.fail_after(30):  # a hang guard
+        async with open_channel() as ch:
+            ref = ch.ref()
+            ref.subscribe(lambda e: None)  # observed: every event built
+            ref.post(UserMessage("quick now"))
+            await make(None)()
+            said = [(m.role, m.text) for m in ref.messages()]
+    assert said == [  # each once: the subgraph hands back its whole state, the prompt too
+        ("user", "quick now"),
+        ("assistant", "calling quick"),
+        ("tool", "done"),
+        ("assistant", "results: done (None)"),
+    ]

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import os
+import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from typing import Any, cast
@@ -174,6 +175,8 @@ class _Run:
         self.users.clear()
         self.checkpoint()
         config = await self.thread()
+        for m in self.history:  # ids of the adapter's own, so the graph's copies are known
+            m.id = m.id or str(uuid.uuid4())
         inputs: Any = {MESSAGES: list(self.history)}
         while True:
             with contextlib.suppress(GraphDrained):  # stopped after a tool step: see below
@@ -288,9 +291,13 @@ class _Run:
         """A step's messages: into the history and the shown conversation."""
         if not messages:
             return
-        merged: Any = add_messages(self.live or [], messages)  # pyright: ignore[reportArgumentType]
+        live = self.live or []
+        known = {m.id for m in live}
+        merged: Any = add_messages(live, messages)  # pyright: ignore[reportArgumentType]
         self.live = list(merged)
         for m in messages:
+            if m.id in known:
+                continue  # one the graph had (a subgraph returns its whole state): shown
             if isinstance(m, AIMessage):
                 call = calls.pop(m.id or "", None)
                 if call is None:  # not streamed: started and finished at once
