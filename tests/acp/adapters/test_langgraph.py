@@ -10,7 +10,9 @@ LangChain chat model (``lg_agents.Scripted``); checked from the client side only
 from __future__ import annotations
 
 import tempfile
+import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 from adapter_scenarios import inspect, parked, restored_after_a_kill, sent_during_a_tool
@@ -227,3 +229,92 @@ async def test_f7_a_subgraph_runs_as_its_parent_nodes_work(tmp_path: Path) -> No
         ("tool", "done"),
         ("assistant", "results: done (None)"),
     ]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_f2_hammer_messages_from_another_thread_reach_the_model_once_each_in_order() -> None:
+    """F2 under a hammer: 60 messages posted from another thread while the graph runs 40
+    tool steps; the model's last input holds each once, in post order, after the results."""
+    import threading
+    import time as clock
+
+    import anyio
+    import anyio.lowlevel
+    from agent_channel import AwaitingInput, ExecutionEvent, UserMessage, open_channel
+    from agent_channel_langgraph import adapt
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import create_react_agent
+
+    inputs: list[list[BaseMessage]] = []
+
+    @tool
+    async def step() -> str:
+        """One step."""
+        await anyio.lowlevel.checkpoint()
+        return "stepped"
+
+    class Busy(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "busy"
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Busy:  # type: ignore[override]
+            return self
+
+        def _generate(self, messages: list[BaseMessage], *a: Any, **k: Any) -> ChatResult:
+            inputs.append(list(messages))
+            done = sum(isinstance(m, ToolMessage) for m in messages)
+            if done >= 40:
+                answer = AIMessage(content="ok")
+            else:
+                call = {"name": "step", "args": {}, "id": f"s{done}"}
+                answer = AIMessage(content="", tool_calls=[call])
+            return ChatResult(generations=[ChatGeneration(message=answer)])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        busy = create_react_agent(Busy(), [step])
+    make = adapt(busy)
+    assert make is not None
+    sent = [f"m{i}" for i in range(60)]
+    posted = threading.Event()
+    parked = anyio.Event()
+
+    def on_event(event: ExecutionEvent) -> None:
+        if isinstance(event, AwaitingInput) and posted.is_set():
+            parked.set()
+
+    with anyio.fail_after(60):  # a hang guard
+        async with open_channel() as ch, anyio.create_task_group() as tg:
+            ref = ch.ref()
+            ref.mark_live()
+            ref.subscribe(on_event)
+            tg.start_soon(make(None))
+            ref.post(UserMessage("go"))
+
+            def hammer() -> None:
+                for text in sent:
+                    ref.post(UserMessage(text))
+                    clock.sleep(0.0005)  # spread over the run (pacing, not synchronisation)
+                posted.set()
+
+            await anyio.to_thread.run_sync(hammer)
+            while True:  # parked after the last post, every message taken
+                await parked.wait()
+                users = [m.text for m in ref.messages() if m.role == "user"]
+                if "\n\n".join(users).split("\n\n") == ["go", *sent]:
+                    break
+                parked = anyio.Event()
+            tg.cancel_scope.cancel()
+    fed = {sum(isinstance(m, HumanMessage) for m in i) for i in inputs}
+    assert len(fed) > 2, fed  # messages reached the model between tool steps, not only at the end
+    last = inputs[-1]
+    read = [t for m in last if isinstance(m, HumanMessage) for t in m.text.split("\n\n")]
+    assert read == ["go", *sent]  # each once, in post order
+    for i, m in enumerate(last):  # never between a call and its result
+        if isinstance(m, HumanMessage) and i and isinstance(last[i - 1], AIMessage):
+            assert not last[i - 1].tool_calls  # type: ignore[union-attr]
