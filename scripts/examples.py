@@ -29,6 +29,7 @@ EXAMPLES = {
     "slow-tools": "docs/examples/slow_tools.py",
     "pydantic-ai-weather": "docs/examples/weather.py",
     "openai-agents-support": "docs/examples/support.py",
+    "langgraph-forecast": "docs/examples/forecast.py",
     "ray-quickstart": ("packages/ray-runtime/README.md", "import agent_channel_ray as acr"),
     "sqlite-durable": ("packages/store-sqlite/README.md", '"""durable.py'),
     "postgres-shared": ("packages/store-postgres/README.md", '"""shared.py'),

@@ -27,6 +27,7 @@ PACKAGES = (
     ROOT / "packages/ray-runtime/src/agent_channel_ray/__init__.py",
     ROOT / "packages/pydantic-ai-adapter/src/agent_channel_pydantic_ai/__init__.py",
     ROOT / "packages/openai-agents-adapter/src/agent_channel_openai_agents/__init__.py",
+    ROOT / "packages/langgraph-adapter/src/agent_channel_langgraph/__init__.py",
 )
 # The pages a user of the packages reads (not decisions.md, architecture.md: the insides).
 USER_DOCS = (

@@ -12,6 +12,9 @@
   a plain pydantic-ai agent, found by the adapter's entry point and run on a channel, answers;
 - openai-agents: its wheel and the core's (pip brings openai-agents); docs/examples/support.py,
   a plain Agents SDK agent, found by the adapter's entry point and run on a channel, answers;
+- langgraph: its wheel and the core's (pip brings langgraph); docs/examples/forecast.py, a
+  plain compiled LangGraph graph, found by the adapter's entry point and run on a channel,
+  answers;
 - ray: its wheel and the core's (pip brings ray, ~200 MB installed: from uv's cache in CI);
   the ray README's quickstart starts a local cluster, runs its body in an actor and prints
   ``heard: hello``;
@@ -333,6 +336,42 @@ def smoke_openai_agents(work: Path, core: Path, adapter: Path) -> str:
     return f"openai-agents: {len(installed)} distributions; the example agent answered"
 
 
+LANGGRAPH_DRIVER = r"""
+import json
+from importlib.metadata import entry_points
+import anyio
+from agent_channel import UserMessage, open_channel
+import forecast
+
+
+async def main():
+    (ep,) = [e for e in entry_points(group="agent_channel.adapters") if e.name == "langgraph"]
+    make = ep.load()(forecast.graph)  # what the producer does with --agent forecast:graph
+    forecast.forecast_seconds = 0
+    with anyio.fail_after(30):  # a hang guard
+        async with open_channel() as ch:
+            ref = ch.ref()
+            ref.post(UserMessage("weather in Paris"))
+            await make(None)()  # not live: it ends once the prompt is answered
+            texts = [m.text for m in ref.messages()]
+    import agent_channel_langgraph
+    print(json.dumps({"texts": texts, "adapter": agent_channel_langgraph.__file__}))
+
+
+anyio.run(main)
+"""
+
+
+def smoke_langgraph(work: Path, core: Path, adapter: Path) -> str:
+    folder, python, installed = _beside_core(work, "langgraph", adapter, core, "langgraph")
+    (folder / "forecast.py").write_text(example("langgraph-forecast"))
+    (folder / "drive.py").write_text(LANGGRAPH_DRIVER)
+    result = json.loads(_run(python, "-E", "-s", "drive.py", cwd=folder).splitlines()[-1])
+    _check(result["adapter"].startswith(str(python.parent.parent)), "adapter from", result)
+    _check(result["texts"][-1] == "It is sunny in Paris.", "the example answered", result)
+    return f"langgraph: {len(installed)} distributions; the example graph answered"
+
+
 def smoke_ray(work: Path, core: Path, ray_wheel: Path) -> str:
     folder, python, installed = _beside_core(work, "ray", ray_wheel, core, "ray")
     (folder / "quickstart.py").write_text(example("ray-quickstart"))
@@ -407,7 +446,7 @@ def main(dist: Path) -> None:
         (found,) = dist.glob(f"{name}-*-py3-none-any.whl")
         return found
 
-    core, react, acp, ray_wheel, sqlite, postgres, adapter, oai_adapter = (
+    core, react, acp, ray_wheel, sqlite, postgres, adapter, oai_adapter, lg_adapter = (
         wheel("agent_channel_core"),
         wheel("agent_channel_react"),
         wheel("agent_channel_acp"),
@@ -416,6 +455,7 @@ def main(dist: Path) -> None:
         wheel("agent_channel_postgres"),
         wheel("agent_channel_pydantic_ai"),
         wheel("agent_channel_openai_agents"),
+        wheel("agent_channel_langgraph"),
     )
     version = acp.name.split("-")[1]
     with tempfile.TemporaryDirectory(prefix="smoke-wheels-") as tmp:
@@ -429,6 +469,7 @@ def main(dist: Path) -> None:
             lambda: smoke_postgres(work, core, postgres),
             lambda: smoke_pydantic_ai(work, core, adapter),
             lambda: smoke_openai_agents(work, core, oai_adapter),
+            lambda: smoke_langgraph(work, core, lg_adapter),
         )
         # They are independent and mostly wait on subprocesses: run them side by side.
         # A failure (SystemExit from _check) is raised again by result(), in order.

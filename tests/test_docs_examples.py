@@ -303,3 +303,57 @@ def test_the_openai_agents_example_is_stopped_in_its_tool_and_redirected() -> No
     ]
     assert [m[1] for m in seen if m[0] == "user"] == ["where is order 42", "then where is order 7"]
     assert seen[-1] == ("assistant", "Your order 7 has shipped.", None)
+
+
+@pytest.fixture
+def forecast() -> Iterator[Any]:
+    yield _module_from("forecast", ROOT / "docs/examples/forecast.py")
+    sys.modules.pop("forecast", None)
+
+
+def test_the_langgraph_page_shows_the_example_that_runs() -> None:
+    """docs/langgraph.md shows docs/examples/forecast.py whole: what a reader copies runs."""
+    page = (ROOT / "docs/langgraph.md").read_text(encoding="utf-8")
+    assert f"```python\n{(ROOT / 'docs/examples/forecast.py').read_text()}```" in page
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # LangGraph's runs are asyncio's
+async def test_the_langgraph_example_is_stopped_in_its_tool_and_redirected(
+    forecast: Any,
+) -> None:
+    """docs/examples/forecast.py, served as ``serve --agent forecast:graph`` serves it (its
+    adapter, found by entry point, makes the factory): stopped in the slow tool, the call
+    gets its cancelled result, and the redirect goes on in the same conversation."""
+    from agent_channel_langgraph import adapt
+
+    make = adapt(forecast.graph)
+    assert make is not None
+    answered = anyio.Event()
+    with anyio.fail_after(20):  # a hang guard
+        async with open_channel() as ch, anyio.create_task_group() as tg:
+            ref = ch.ref()
+            ref.mark_live()
+
+            def on_event(event: ExecutionEvent) -> None:
+                if isinstance(event, ToolCallStarted) and event.arguments["city"] == "Paris":
+                    ref.interrupt(Cancel("user_cancel"))  # Esc, or the editor's stop
+                if isinstance(event, TurnCancelled):
+                    forecast.forecast_seconds = 0
+                    ref.post(UserMessage("then weather in Rome"))
+                if isinstance(event, AwaitingInput) and event.stop_reason == "end_turn":
+                    answered.set()
+
+            ref.subscribe(on_event)
+            tg.start_soon(make(None))
+            ref.post(UserMessage("weather in Paris"))
+            await answered.wait()
+            seen = ref.messages()
+            tg.cancel_scope.cancel()
+    results = [(m.text, m.error) for m in seen if isinstance(m, ChatMessageTool)]
+    assert results[0] == ("Tool call cancelled by the operator.",) * 2
+    assert results[1] == ("sunny in Rome", None)
+    assert [m.text for m in seen if isinstance(m, ChatMessageUser)] == [
+        "weather in Paris",
+        "then weather in Rome",
+    ]
+    assert seen[-1].text == "It is sunny in Rome."

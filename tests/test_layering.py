@@ -23,6 +23,7 @@ SOURCES = {
     / "packages/pydantic-ai-adapter/src/agent_channel_pydantic_ai",
     "agent_channel_openai_agents": ROOT
     / "packages/openai-agents-adapter/src/agent_channel_openai_agents",
+    "agent_channel_langgraph": ROOT / "packages/langgraph-adapter/src/agent_channel_langgraph",
 }
 
 
@@ -194,6 +195,30 @@ def test_layering_contracts_are_kept() -> None:
             "agent_channel",
             "import agents",
             "agents",
+            {"core-standalone", "nothing-imports-an-adapter"},
+        ),
+        (
+            "agent_channel_langgraph",
+            "from agent_channel_react import react",
+            "agent_channel_react",
+            {"adapters-standalone"},
+        ),
+        (
+            "agent_channel_langgraph",
+            "import agent_channel_openai_agents",
+            "agent_channel_openai_agents",
+            {"adapters-independent"},
+        ),
+        (
+            "agent_channel_acp.cli",
+            "import agent_channel_langgraph",
+            "agent_channel_langgraph",
+            {"nothing-imports-an-adapter"},
+        ),
+        (
+            "agent_channel",
+            "import langgraph",
+            "langgraph",
             {"core-standalone", "nothing-imports-an-adapter"},
         ),
     ],

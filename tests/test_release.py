@@ -28,6 +28,7 @@ VERSION_FILES = {
     "agent-channel-postgres": "src/agent_channel_postgres/__init__.py",
     "agent-channel-pydantic-ai": "src/agent_channel_pydantic_ai/__init__.py",
     "agent-channel-openai-agents": "src/agent_channel_openai_agents/__init__.py",
+    "agent-channel-langgraph": "src/agent_channel_langgraph/__init__.py",
 }
 
 

@@ -359,10 +359,12 @@ CONSUMERS = {
     "react": None,
     "pydantic-ai": "pai_agents:agent",
     "openai-agents": "oai_agents:agent",
+    "langgraph": "lg_agents:graph",
 }
 """The consumers a rule suite runs against: the ReAct loop (the suite's own agents), a plain
-``pydantic_ai.Agent`` and a plain ``agents.Agent`` (the OpenAI Agents SDK's) served through
-their adapters (``pai_agents.py``, ``oai_agents.py``: the same keywords)."""
+``pydantic_ai.Agent``, a plain ``agents.Agent`` (the OpenAI Agents SDK's) and a compiled
+LangGraph graph (its prebuilt ReAct agent) served through their adapters (``pai_agents.py``,
+``oai_agents.py``, ``lg_agents.py``: the same keywords)."""
 
 
 @pytest.fixture(params=list(CONSUMERS))

@@ -109,7 +109,7 @@ def test_f7_after_a_handoff_the_next_prompts_go_to_the_agent_handed_to(tmp_path:
             "oai_agents:not_an_agent",
             "it is a builtins.object, not callable: expected an agent factory "
             "(factory(model) -> async body) or an agent object an adapter serves "
-            "(installed adapters: openai-agents, pydantic-ai)",
+            "(installed adapters: langgraph, openai-agents, pydantic-ai)",
         ),
         (
             "oai_agents_future:agent",

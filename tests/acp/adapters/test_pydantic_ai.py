@@ -56,7 +56,7 @@ def test_f2_messages_sent_during_a_tool_reach_the_next_request_after_its_result_
             "pai_agents:not_an_agent",
             "it is a builtins.object, not callable: expected an agent factory "
             "(factory(model) -> async body) or an agent object an adapter serves "
-            "(installed adapters: openai-agents, pydantic-ai)",
+            "(installed adapters: langgraph, openai-agents, pydantic-ai)",
         ),
         (
             "pai_agents_future:agent",

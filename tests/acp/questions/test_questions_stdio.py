@@ -35,9 +35,10 @@ AGENTS = {
     "react": "question_agents:asking_agent",
     "pydantic-ai": "pai_agents:agent",
     "openai-agents": "oai_agents:agent",
+    "langgraph": "lg_agents:graph",
 }
-"""The Q2 rules hold for a plain ``pydantic_ai.Agent`` and a plain ``agents.Agent`` whose
-authors added ``ask_user`` too."""
+"""The Q2 rules hold for a plain ``pydantic_ai.Agent``, a plain ``agents.Agent`` and a
+compiled LangGraph graph whose authors added ``ask_user`` too."""
 asking = AGENTS["react"]
 
 

@@ -28,9 +28,10 @@ STDIO_AGENTS = {
     "react": "agents:react_agent",
     "pydantic-ai": CONSUMERS["pydantic-ai"],
     "openai-agents": CONSUMERS["openai-agents"],
+    "langgraph": CONSUMERS["langgraph"],
 }
-"""The S-rules hold for each consumer: the ReAct loop, a plain ``pydantic_ai.Agent`` and a
-plain ``agents.Agent``."""
+"""The S-rules hold for each consumer: the ReAct loop, a plain ``pydantic_ai.Agent``, a
+plain ``agents.Agent`` and a compiled LangGraph graph."""
 
 
 @pytest.fixture(scope="module", params=list(STDIO_AGENTS))
