@@ -26,7 +26,7 @@ from acp.schema import (
     ElicitationFormCapabilities,
     RequestPermissionResponse,
 )
-from conftest import GUARD, Recorder, agent_env
+from conftest import GUARD, Recorder, agent_env, chosen
 
 pytestmark = pytest.mark.anyio
 
@@ -42,7 +42,7 @@ compiled LangGraph graph whose authors added ``ask_user`` too."""
 asking = AGENTS["react"]
 
 
-@pytest.fixture(params=list(AGENTS))
+@pytest.fixture(params=chosen(AGENTS))
 def consumer(request: pytest.FixtureRequest) -> Iterator[str]:
     """Runs a test against each agent of :data:`AGENTS` (``client`` starts that one)."""
     global asking

@@ -20,7 +20,7 @@ from acp.schema import (
     RequestPermissionResponse,
 )
 from agent_channel_acp import __version__
-from conftest import CONSUMERS, GUARD, Agent, allow, deny, spawn
+from conftest import CONSUMERS, GUARD, Agent, allow, chosen, deny, spawn
 
 pytestmark = pytest.mark.anyio
 
@@ -34,7 +34,7 @@ STDIO_AGENTS = {
 plain ``agents.Agent`` and a compiled LangGraph graph."""
 
 
-@pytest.fixture(scope="module", params=list(STDIO_AGENTS))
+@pytest.fixture(scope="module", params=chosen(STDIO_AGENTS))
 def consumer(request: pytest.FixtureRequest) -> str:
     return request.param
 
