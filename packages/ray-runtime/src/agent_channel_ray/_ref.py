@@ -35,7 +35,7 @@ from agent_channel import (
 from ray.exceptions import ActorDiedError, RayActorError
 
 from ._asking import start
-from ._registry import _first_line  # pyright: ignore[reportPrivateUsage]
+from ._registry import _first_line, registry  # pyright: ignore[reportPrivateUsage]
 from ._routes import Kind
 from ._wire import Batch, Outcome, SteerState
 
@@ -233,6 +233,13 @@ class RayRef:
         if not closed:
             threading.Thread(target=pump, name=f"ray-watch-{self._id}", daemon=True).start()
         return stop.set
+
+    def end(self) -> bool:
+        """End the execution, as the ``end`` verb does (not an interrupt: its body is
+        cancelled from outside, its record reads ``cancelled``), and wait (up to 10 s) for
+        the registry to list it ended; an actor started for it alone is freed then.
+        ``False`` if it was not running. From any driver, the launcher gone or not."""
+        return bool(ray.get(registry().end.remote(self._id)))
 
     def result(self, timeout: float | None = None) -> Any:
         """The body's return value (only on the ref :func:`launch` returned);
