@@ -6,11 +6,13 @@ the token, as any driver must)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import agent_channel_ray as acr
 import pytest
@@ -94,6 +96,52 @@ def test_n1_a_fleet_outlives_its_launcher_and_ending_one_frees_its_actor() -> No
         assert acr.ref_for(eid).end()
     assert all(r.status == "ended" for r in acr.executions() if r.execution_id in launched)
     assert [m.text for m in acr.ref_for(rest[0]).messages()] == []  # its actor was freed
+
+
+def _cli(rt: Path, *args: str, **popen: Any) -> Any:
+    env = {**os.environ, "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", "AGENT_CHANNEL_RUNTIME_DIR": str(rt)}
+    command = [sys.executable, "-m", "agent_channel_acp", *args]
+    if popen:
+        return subprocess.Popen(command, env=env, text=True, **popen)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=DEADLINE)
+
+
+def test_n1_serve_ray_lists_a_fleet_whose_launcher_exited_and_its_end_verb_frees_one(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("agent_channel_acp")
+    address = ray.get_runtime_context().gcs_address
+    job, ids = _python(LAUNCHER, address, str(HERE))
+    launched = ids.split()
+    _wait(lambda: _job_ended(job), "the launcher's job ending")
+    rt = tmp_path / "rt"
+    server = _cli(rt, "serve", "--ray", address, "--json", stdout=subprocess.PIPE)
+    try:
+        assert server.stdout.readline(), "serve --ray did not start"
+
+        def served() -> set[str]:
+            run = _cli(rt, "ls", "--json")
+            listing = json.loads(run.stdout) if run.returncode == 0 else {"servers": []}
+            return {e["id"] for s in listing["servers"] for e in s["executions"]}
+
+        _wait(lambda: set(launched) <= served(), "serve --ray listing the fleet")
+        run = _cli(rt, "end", launched[0])
+        assert run.returncode == 0, run.stderr
+
+        def ended() -> bool:
+            return any(
+                r.execution_id == launched[0] and r.status == "ended" for r in acr.executions()
+            )
+
+        _wait(ended, "the registry listing it ended")
+    finally:
+        server.terminate()
+        server.wait(DEADLINE)
+        server.stdout.close()
+    running = {r.execution_id for r in acr.executions() if r.status == "running"}
+    assert set(launched[1:]) <= running  # stopping the server left them running
+    for eid in launched[1:]:
+        assert acr.ref_for(eid).end()
 
 
 def test_n1_ended_records_are_bounded() -> None:
