@@ -205,11 +205,18 @@ def location():
 
 failed = {k: v for k, v in run_store_checks(location).items() if v is not None}
 try:
-    agent_channel.open_store
+    agent_channel.SqliteStore
     moved = "no error"
 except ImportError as e:
     moved = str(e)
-print(json.dumps({"sqlite3": "sqlite3" in sys.modules, "failed": failed, "moved": moved}))
+try:
+    agent_channel.open_store("runs.db")
+    missing = "no error"
+except agent_channel.StoreError as e:
+    missing = str(e)
+print(json.dumps(
+    {"sqlite3": "sqlite3" in sys.modules, "failed": failed, "moved": moved, "missing": missing}
+))
 """
 
 
@@ -226,3 +233,6 @@ def test_the_core_wheel_never_loads_sqlite3_and_its_suite_runs_without_pytest(
     assert result["sqlite3"] is False
     assert result["failed"] == {}
     assert "pip install" in result["moved"] and "store-sqlite" in result["moved"]
+    # Opening a store by its spec finds none installed, and says which to install.
+    assert result["missing"].startswith("no store for sqlite:// is installed")
+    assert "./packages/store-sqlite" in result["missing"]

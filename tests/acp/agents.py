@@ -261,8 +261,8 @@ async def big(size: int) -> str:
 
 
 def attach_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) -> ScriptItem:
-    """``script`` plus ``gate=NAME`` (wait at that gate), ``gates=A,B`` (two gates in one
-    message), ``helper`` (a nested agent as a tool), ``big=N`` (a tool returning N
+    """``script`` plus ``gate=NAME`` (wait at that gate), ``gates=A,B,…`` (a call per gate
+    in one message), ``helper`` (a nested agent as a tool), ``big=N`` (a tool returning N
     characters) and ``say=WORD`` (answer ``WORD``)."""
     u = max((i for i, m in enumerate(messages) if isinstance(m, ChatMessageUser)), default=-1)
     text = messages[u].text if u >= 0 else ""
@@ -274,8 +274,8 @@ def attach_script(messages: Sequence[ChatMessage], tools: Sequence[ToolInfo]) ->
         if word.startswith("gate=") and not answered:
             return call(tool_call("gate", name=word[5:]), content=f"waiting at {word[5:]}")
         if word.startswith("gates=") and not answered:
-            a, b = word[6:].split(",")
-            return call(tool_call("gate", name=a), tool_call("gate", name=b), content="two gates")
+            calls = [tool_call("gate", name=name) for name in word[6:].split(",")]
+            return call(*calls, content=f"{len(calls)} gates")
         if word == "helper" and not answered:
             inner = " ".join(w for w in words if w.startswith("gate=")) or "inner work"
             return call(tool_call("helper", input=inner), content="asking the helper")

@@ -8,7 +8,7 @@ import agent_channel
 import pytest
 
 
-@pytest.mark.parametrize("name", ["SqliteStore", "open_store", "default_store_path"])
+@pytest.mark.parametrize("name", ["SqliteStore", "default_store_path"])
 def test_a_moved_name_warns_and_is_the_new_one(name: str) -> None:
     import agent_channel_sqlite
 
@@ -29,7 +29,7 @@ def test_a_moved_name_without_its_distribution_says_what_to_install(
             match=r"\./packages/store-sqlite.*pip install agent-channel-sqlite",
         ),
     ):
-        from agent_channel import open_store  # noqa: F401
+        from agent_channel import SqliteStore  # noqa: F401
 
 
 def test_an_unknown_name_is_still_an_attribute_error() -> None:

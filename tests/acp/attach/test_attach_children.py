@@ -15,7 +15,7 @@ import pytest
 from acp import RequestError
 from acp.client.connection import ClientSideConnection
 from attach_harness import AttachRecorder
-from conftest import GUARD, HERE, allow
+from conftest import GUARD, HERE, allow, deny
 from serving import Serving, connect, ctl, executions, serving, wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("transport")]
@@ -234,6 +234,57 @@ async def test_k9_a_childs_tool_call_reaches_the_client_as_a_permission_request_
             await rec.wait_until(lambda: card_of_the_call()[-1:] == ["completed"])
             (listed,) = (await conn.ext_method("agent_channel/list", {}))["executions"]
             assert listed["runningToolCalls"] == []
+
+
+async def test_a24_the_parents_own_waiting_approvals_are_each_listed(rt: Path) -> None:
+    """The execution's own three calls held for approval (one model turn): all three are
+    listed, oldest first, and ``ls`` counts them; one answered leaves the other two; all
+    answered leaves none (the hub's one slot showed only the last, ``call_3``)."""
+    agent = ("--agent", "agents:attach_agent", "--approve", "--input", "gates=a,b,c go")
+    with serving(rt, *agent) as served:
+        (sid,) = await asyncio.to_thread(served.ids)
+        first = asyncio.Event()
+        rest = asyncio.Event()
+
+        async def hold(request: dict[str, Any]) -> Any:
+            await (first if request["toolCall"]["title"] == "Gate: a" else rest).wait()
+            return await deny(request)
+
+        async def listed() -> dict[str, Any]:
+            (one,) = (await conn.ext_method("agent_channel/list", {}))["executions"]
+            return one
+
+        async with attached(served) as (conn, rec):
+            with rec.answering(hold):
+                await conn.load_session(cwd=str(HERE), session_id=sid, mcp_servers=[])
+                await rec.wait_until(lambda: len(rec.permissions) == 3)
+                waiting = (await listed())["pendingApprovals"]
+                assert [(w["toolCallId"], w["title"]) for w in waiting] == [
+                    (f"call_{i}", f"Gate: {n}") for i, n in ((1, "a"), (2, "b"), (3, "c"))
+                ]
+                assert all(w.get("childId") is None for w in waiting)
+                assert (await listed())["pendingApproval"] == "call_1"
+                lines = (await asyncio.to_thread(ctl, rt, "ls")).stdout.splitlines()
+                (head,) = [line for line in lines if line.startswith(f"  {sid}")]
+                assert "3 approvals pending" in head
+                first.set()
+                await wait_for_listed(conn, lambda one: len(one["pendingApprovals"]) == 2)
+                waiting = (await listed())["pendingApprovals"]
+                assert [w["toolCallId"] for w in waiting] == ["call_2", "call_3"]
+                rest.set()
+                await wait_for_listed(conn, lambda one: one["pendingApprovals"] == [])
+                assert (await listed())["pendingApproval"] is None
+
+
+async def wait_for_listed(conn: ClientSideConnection, done: Any) -> None:
+    """Until the one listed execution satisfies ``done`` (the hub settles a call's approval
+    on its own task, after the client's answer)."""
+    with anyio.fail_after(GUARD):
+        while True:
+            (one,) = (await conn.ext_method("agent_channel/list", {}))["executions"]
+            if done(one):
+                return
+            await asyncio.sleep(0.02)
 
 
 async def test_a24_every_waiting_approval_is_listed_until_it_is_answered(rt: Path) -> None:

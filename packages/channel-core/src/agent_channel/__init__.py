@@ -102,6 +102,7 @@ if TYPE_CHECKING:
     from ._store import Store as Store
     from ._store import StoredExecution as StoredExecution
     from ._store import StoreError as StoreError
+    from ._stores import open_store as open_store
     from .children import ChildBody as ChildBody
     from .children import ChildControl as ChildControl
     from .children import ChildLimits as ChildLimits
@@ -198,6 +199,7 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "Store": "_store",
         "StoredExecution": "_store",
         "StoreError": "_store",
+        "open_store": "_stores",
         "ChildBody": "children",
         "ChildControl": "children",
         "ChildLimits": "children",
@@ -242,7 +244,6 @@ else:  # hidden from type checkers, so a misspelt name is still an error
     _DEPRECATED = {
         "SqliteStore": "agent_channel_sqlite",
         "default_store_path": "agent_channel_sqlite",
-        "open_store": "agent_channel_sqlite",
     }
     _INSTALL = {  # spelled out: tests/test_install_hints.py checks each command
         "agent_channel_sqlite": "agent-channel-sqlite: `pip install ./packages/channel-core"

@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ._adapters import GROUP as ADAPTERS
+from ._adapters import NotAnAgent, adapted, as_body, as_factory, load_agent
 from ._channel import AgentChannel
 from ._codec import items as decode_items
 from ._codec import messages as decode_messages
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from ._store import Journal
 
 __all__ = [
+    "ADAPTERS",
     "APPROVALS",
     "CHILDREN",
     "MAX_QUEUED",
@@ -46,10 +49,14 @@ __all__ = [
     "ExecutionVar",
     "Link",
     "LoopHandle",
+    "NotAnAgent",
     "RestoreHook",
     "Route",
+    "adapted",
     "add_section",
     "approver_of",
+    "as_body",
+    "as_factory",
     "bounded",
     "call_on_loop",
     "decode_items",
@@ -59,6 +66,7 @@ __all__ = [
     "journal_of",
     "link",
     "link_of",
+    "load_agent",
     "loop_of",
     "nest",
     "on_loop_thread",

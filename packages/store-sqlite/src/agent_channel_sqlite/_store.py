@@ -488,8 +488,13 @@ class SqliteJournal:
 def open_store(path: str | os.PathLike[str] | None = None, *, durable: bool = False) -> SqliteStore:
     """Open (or create) the store at ``path`` (default :func:`default_store_path`).
 
+    ``path`` may be written as a URL, ``sqlite:///abs/runs.db`` or ``sqlite://runs.db``:
+    :func:`agent_channel.open_store` hands such a spec here (this store's scheme).
+
     Raises :class:`~agent_channel.StoreError` with one line for a store that is damaged,
     from a newer schema, not a store, or in use by another live process; nothing is
     written to it then.
     """
+    if isinstance(path, str) and path[:9].lower() == "sqlite://":
+        path = path[9:]
     return SqliteStore(default_store_path() if path is None else path, durable=durable)

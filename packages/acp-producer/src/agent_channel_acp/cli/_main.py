@@ -18,9 +18,10 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from agent_channel.lowlevel import NotAnAgent
+
 from .._install import DEMO as INSTALL_DEMO
 from .._install import hint
-from ..agent._adapters import NotAnAgent
 from ._parser import DEMO, DEMO_ORCHESTRATOR, DEMO_TASK, LOG_ENV, MODEL_ENV, build_parser, fail
 
 if TYPE_CHECKING:
@@ -35,8 +36,9 @@ DEMO_HINT = f"; install the demo: {hint(INSTALL_DEMO)}"
 def load_factory(spec: str) -> AgentFactory:
     """The agent factory ``spec`` names (``module:attr``): a factory as it is, or a
     framework's agent object (a ``pydantic_ai.Agent``) made one by its installed adapter
-    (``agent/_adapters.py``); the object's errors as :func:`agent_channel.load_spec`'s."""
-    from ..agent._adapters import as_factory, load_agent
+    (``agent_channel.lowlevel.as_factory``); the object's errors as
+    :func:`agent_channel.load_spec`'s."""
+    from agent_channel.lowlevel import as_factory, load_agent
 
     return as_factory(load_agent(spec), spec)  # what it returns is checked as it runs
 
@@ -194,8 +196,7 @@ def _main(argv: Sequence[str] | None) -> None:
 
     store = None
     if args.store:
-        from agent_channel import StoreError
-        from agent_channel_sqlite import open_store
+        from agent_channel import StoreError, open_store
 
         try:
             store = open_store(None if args.store is True else args.store)

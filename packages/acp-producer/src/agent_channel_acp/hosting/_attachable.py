@@ -16,7 +16,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..agent._adapters import as_body
+from agent_channel.lowlevel import as_body
+
 from ..agent._execution import BACKLOG_LIMIT
 from ..agent.attach._server import AttachServer
 from ..stream._ring import REPLAY

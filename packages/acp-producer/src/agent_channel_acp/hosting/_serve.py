@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequen
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
+from urllib.parse import urlsplit, urlunsplit
 from uuid import uuid4
 
 from .._install import REMOTE, hint
@@ -28,8 +29,7 @@ from ..wire._discovery import Publication, Record, RuntimeDirError, runtime_dir,
 from ._listen import Listener, ListenError, listen_tcp, listen_unix
 
 if TYPE_CHECKING:
-    from agent_channel import Journal
-    from agent_channel_sqlite import SqliteStore
+    from agent_channel import Journal, Store
 
     from ..wire._frames import Recorded
     from ._asgi import WsEndpoint, WsOptions
@@ -336,7 +336,7 @@ def serve_command(
     async def main() -> None:
         server = AttachServer(replay=replay, approve=approve, context_window=context_window)
         if opened is not None:
-            server.store = str(opened.path.absolute())
+            server.store = _where(opened, store)
         hosting = asyncio.current_task()
         unrunnable: list[NotRunnable] = []
 
@@ -394,11 +394,10 @@ class Run:
     restored: float | None = None
 
 
-def _open_store(store: str | bool | None) -> SqliteStore | None:
+def _open_store(store: str | bool | None) -> Store | None:
     if store is None or store is False:
         return None
-    from agent_channel import StoreError
-    from agent_channel_sqlite import open_store
+    from agent_channel import StoreError, open_store
 
     try:
         return open_store(None if store is True else store)
@@ -406,8 +405,21 @@ def _open_store(store: str | bool | None) -> SqliteStore | None:
         raise ServeError(str(e)) from None
 
 
+def _where(opened: Store, spec: str | bool | None) -> str:
+    """Where the store is, for ``ls`` to say: a file's absolute path, or the URL typed
+    without its password."""
+    path = getattr(opened, "path", None)
+    if isinstance(path, Path):
+        return str(path.absolute())
+    parts = urlsplit(str(spec))
+    if parts.password is None:
+        return str(spec)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
 def _restorable(
-    store: SqliteStore,
+    store: Store,
     spec: str,
     factory: Callable[..., object],
     load: Callable[[str], Callable[..., object]] | None,

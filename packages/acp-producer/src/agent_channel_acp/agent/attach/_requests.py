@@ -20,6 +20,7 @@ from agent_channel import ChatMessage, ChatMessageAssistant
 
 from ...stream._hub import Hub
 from ...wire._errors import WireError
+from .._children import children, steer_child, stop_child, string
 from .._handler import sdk_error
 
 log = logging.getLogger("agent_channel_acp")
@@ -106,12 +107,12 @@ async def _queue(asker: Asker, params: Params) -> Result:
 
 async def _withdraw(asker: Asker, params: Params) -> Result:
     hub = asker.target(params)
-    return {"withdrawn": await hub.withdraw(_string(params, "messageId"))}
+    return {"withdrawn": await hub.withdraw(string(params, "messageId"))}
 
 
 async def _cancel_tool_call(asker: Asker, params: Params) -> Result:
-    session_id = _string(params, "sessionId")
-    tool_call_id = _string(params, "toolCallId")
+    session_id = string(params, "sessionId")
+    tool_call_id = string(params, "toolCallId")
     if not asker.known(session_id):
         raise sdk_error(WireError.unknown_session(session_id))
     try:
@@ -150,38 +151,21 @@ async def _end(asker: Asker, params: Params) -> Result:
 
 
 async def _children(asker: Asker, params: Params) -> Result:
-    """K11: the tree below the execution (also pushed as ``_agent_channel/children``)."""
-    hub = asker.target(params)
-    return {"sessionId": hub.id, "children": hub.children()}
+    return children(asker.target(params))
 
 
 async def _steer_child(asker: Asker, params: Params) -> Result:
-    """K12: a steer from the operator, through the top-level ref; answers its outcome."""
-    hub = asker.target(params)
-    child_id, text = _string(params, "childId"), _string(params, "text")
-    try:
-        return dict(await hub.child_requests.steer(child_id, text))
-    except WireError as e:
-        raise sdk_error(e) from None
+    return await steer_child(asker.target(params), params)
 
 
 async def _stop_child(asker: Asker, params: Params) -> Result:
-    """K12: stop one child (its parent's model is told at its next boundary)."""
-    hub = asker.target(params)
-    child_id = _string(params, "childId")
-    reason = params.get("reason")
-    if reason is not None and not isinstance(reason, str):
-        raise sdk_error(WireError.invalid_params("reason must be a string"))
-    try:
-        return dict(await hub.child_requests.stop(child_id, reason))
-    except WireError as e:
-        raise sdk_error(e) from None
+    return await stop_child(asker.target(params), params)
 
 
 async def _answer(asker: Asker, params: Params) -> Result:
     """Answer the execution's oldest pending question (Q4: the ``answer`` verb)."""
     hub = asker.target(params)
-    question_id = hub.questions.answer(_string(params, "text"))
+    question_id = hub.questions.answer(string(params, "text"))
     if question_id is None:
         return {"answered": False, "reason": "no question is waiting"}
     return {"answered": True, "questionId": question_id}
@@ -201,13 +185,6 @@ REQUESTS: dict[str, Callable[[Asker, Params], Awaitable[Result]]] = {
     "agent_channel/answer": _answer,
 }
 """The extension requests attach mode answers, by the name the SDK hands over."""
-
-
-def _string(params: Params, key: str) -> str:
-    value = params.get(key)
-    if not isinstance(value, str) or not value:
-        raise sdk_error(WireError.invalid_params(f"{key} must be a non-empty string"))
-    return value
 
 
 def _summary(msg: ChatMessage) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import logging
 import os
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 from uuid import uuid4
 
 from acp import Agent
@@ -39,10 +39,28 @@ from ...wire._errors import WireError
 from ...wire._transport import LineTransport
 from .. import _debug as debug
 from .. import _listing as listing
+from .._children import children, steer_child, stop_child, string
 from .._execution import BACKLOG_LIMIT, Body, NotRunnable
 from .._finished import Forgotten
 from .._handler import McpServer, initialize_response, prompt_content, sdk_error, shadowed_names
 from ._session import Session
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from ...stream._hub import Hub
+
+
+async def _children(hub: Hub, params: dict[str, Any]) -> dict[str, Any]:
+    return children(hub)
+
+
+_CHILD_REQUESTS: dict[str, Callable[[Hub, dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+    "agent_channel/children": _children,
+    "agent_channel/steer_child": steer_child,
+    "agent_channel/stop_child": stop_child,
+}
+"""The extension requests stdio answers besides the debug counts: the children's (K11, K12)."""
 
 log = logging.getLogger("agent_channel_acp")
 
@@ -293,13 +311,16 @@ class AcpServer:
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if debug.asked(method):
             return debug.counts(sessions=len(self._sessions), finished=len(self._finished))
-        if method == "agent_channel/children":  # K11: the read attach mode answers too
-            session_id = params.get("sessionId")
-            if not isinstance(session_id, str) or not session_id:
-                raise sdk_error(WireError.invalid_params("sessionId must be a non-empty string"))
-            session = self._session(session_id)
-            return {"sessionId": session.id, "children": session.children()}
-        raise sdk_error(WireError.method_not_found(f"_{method}"))
+        request = _CHILD_REQUESTS.get(method)  # K11, K12: as attach mode answers them
+        if request is None:
+            raise sdk_error(WireError.method_not_found(f"_{method}"))
+        session = self._session(string(params, "sessionId"))
+        hub = session.hub
+        if hub is None:  # no prompt yet: the execution has not started, so has no child
+            if method == "agent_channel/children":
+                return {"sessionId": session.id, "children": []}
+            raise sdk_error(WireError.unknown_child(session.id, string(params, "childId")))
+        return await request(hub, params)
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         log.info("ignoring extension notification _%s", method)

@@ -55,7 +55,6 @@ from ...stream import _mapping as m
 from ...stream._binding import Peer
 from ...stream._items import META
 from ...wire._errors import WireError
-from ...wire._frames import ChildEntry
 from .._execution import BACKLOG_LIMIT, Body, NotRunnable, run
 from .._handler import refused, sdk_error
 from .._listing import Listed, from_hub
@@ -257,9 +256,10 @@ class Session:
         hub = self._hub
         return None if hub is None else from_hub(hub, self.cwd)
 
-    def children(self) -> list[ChildEntry]:
-        """The execution's children (K11; the cards and notifications come on their own)."""
-        return self._hub.children() if self._hub is not None else []
+    @property
+    def hub(self) -> StdioHub | None:
+        """The hub of the session's execution, once its first prompt started it."""
+        return self._hub
 
     async def replay(self) -> None:
         """Send the conversation so far as updates, after what was handed over (S13)."""

@@ -1,8 +1,9 @@
 """Finding what runs a framework's agent object: the installed adapters, by entry point.
 
-``--agent module:attr`` names an agent factory (``factory(model) -> body``), or, with a
-framework adapter installed, the framework's own agent object (a ``pydantic_ai.Agent``).
-This package imports no adapter: each distribution declares a function in the
+``--agent module:attr`` (or a Ray ``launch``) names an agent factory
+(``factory(model) -> body``), or, with a framework adapter installed, the framework's own
+agent object (a ``pydantic_ai.Agent``). Every runtime resolves such a name here, so none
+imports an adapter, and the core imports none either: each distribution declares a function in the
 ``agent_channel.adapters`` entry-point group that takes the loaded object and returns the
 factory to run it (or ``None`` when the object is not its framework's). An adapter checks
 its framework's version and raises with one line when it is outside its supported range.
@@ -18,7 +19,7 @@ from importlib.metadata import entry_points
 from operator import attrgetter
 from typing import cast
 
-from agent_channel import load_spec
+from ._loading import load_spec
 
 GROUP = "agent_channel.adapters"
 """The entry-point group adapters register in (``name = "package.module:adapt"``)."""
