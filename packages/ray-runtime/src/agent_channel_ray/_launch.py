@@ -33,6 +33,8 @@ def launch(
     parent: str | None = None,
     max_queued: int = MAX_QUEUED,
     live: bool = False,
+    store: str | None = None,
+    options: dict[str, Any] | None = None,
 ) -> RayRef:
     """Run ``body(*args)`` as an execution on the cluster; a ref to it, open for posting.
 
@@ -45,12 +47,24 @@ def launch(
     ``serve`` does its own: an interactive agent then waits for its operator's next
     message after each answer (an operator may attach later, through ``serve --ray``)
     instead of ending when nobody is attached.
+
+    ``store``: a spec ``agent_channel.open_store`` opens on the node that hosts the
+    execution (a path every node reaches, or a database URL): the execution is durable, and
+    its own actor is restarted on a surviving node when its node dies (``max_restarts``),
+    its run submitted again and restored from the store under the same id; refs go on
+    with it. ``options``: Ray actor options for its own actor (``resources``,
+    ``scheduling_strategy``: where it may run).
     """
     own = host is None
     if own:
-        host = ExecutionHost.options(lifetime="detached", namespace=NAMESPACE).remote()
+        actor: dict[str, Any] = {"lifetime": "detached", "namespace": NAMESPACE}
+        if store is not None:
+            actor["max_restarts"] = -1  # restarted wherever it can, until ended
+        host = ExecutionHost.options(**actor, **(options or {})).remote()
+    elif options:
+        raise ValueError("launch(options=...) applies to an actor of its own, not to host=")
     eid = execution_id or new_id()
-    call = (body, args, max_queued, live)
+    call = (body, args, max_queued, live, store)
     outcome: Outcome = ray.get(registry().launch.remote(eid, title or eid, host, call, parent, own))
     run = outcome.unwrap()[0]
     with contextlib.suppress(RayActorError):  # a body that failed at once: its actor is freed

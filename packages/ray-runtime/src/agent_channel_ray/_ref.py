@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -32,7 +33,7 @@ from agent_channel import (
     TurnState,
     UnknownChild,
 )
-from ray.exceptions import ActorDiedError, RayActorError
+from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
 from ._asking import start
 from ._registry import _first_line, registry  # pyright: ignore[reportPrivateUsage]
@@ -76,16 +77,28 @@ class RayRef:
         """The object ref of the body's run, when this ref launched it (``ray.cancel`` it)."""
         return self._run
 
-    def _get(self, method: str, *args: Any) -> Any:
-        """One actor call's value; :class:`_Died` if the actor is gone for good."""
+    def _get(self, method: str, *args: Any, again: bool = True) -> Any:
+        """One actor call's value; :class:`_Died` if the actor is gone for good. If it
+        restarted (a durable execution's host, on another node) the call is made again when
+        ``again`` (a read), else :class:`HostRestarted` (it may or may not have been done)."""
         try:
             return ray.get(getattr(self._host, method).remote(self._id, *args))
-        except RayActorError as exc:  # the host died: its execution is over, as a closed one
+        except RayActorError as exc:  # the host died: restarted, or over as a closed one
+            if not _back(self._host):
+                raise _Died(_first_line(exc)) from exc
+            if not again:
+                raise HostRestarted(
+                    f"execution {self._id}: its host restarted during {method}; it may or may "
+                    "not have been done (the execution goes on under its id)"
+                ) from None
+        try:
+            return ray.get(getattr(self._host, method).remote(self._id, *args))
+        except RayActorError as exc:
             raise _Died(_first_line(exc)) from exc
 
     def _call(self, method: str, *args: Any) -> Any:
         try:
-            outcome: Outcome = self._get(method, *args)
+            outcome: Outcome = self._get(method, *args, again=False)
         except _Died as exc:
             raise ChannelClosed(f"execution {self._id}: its actor died") from exc
         return outcome.unwrap()
@@ -93,7 +106,7 @@ class RayRef:
     def _or(self, dead: Any, method: str, *args: Any) -> Any:
         """``_call``, or ``dead`` (what a finished local ref returns) if the actor died."""
         try:
-            outcome: Outcome = self._get(method, *args)
+            outcome: Outcome = self._get(method, *args, again=False)
         except _Died:
             return dead
         return outcome.unwrap()
@@ -118,7 +131,11 @@ class RayRef:
     def messages(self) -> tuple[ChatMessage, ...]:
         """The conversation the consumer shares, as of now; ``()`` once its actor died (the
         conversation died with it: a watcher keeps what it saw)."""
-        return self._or((), "messages")
+        try:
+            outcome: Outcome = self._get("messages")
+        except _Died:
+            return ()
+        return outcome.unwrap()
 
     def _read_state(self) -> tuple[TurnState, bool]:
         try:
@@ -213,6 +230,15 @@ class RayRef:
                 try:
                     batch: Batch = ray.get(self._host.events.remote(self._id, after, POLL_WAIT))
                 except RayActorError as exc:  # the host died: the execution ended with it
+                    if not stop.is_set() and _back(self._host):  # restarted: from its state
+                        try:
+                            snapshot = self.snapshot()
+                        except Exception:
+                            return
+                        if snapshot.closed:
+                            return
+                        after = snapshot.seq
+                        continue
                     if not stop.is_set():
                         died = ExecutionFinished(error=f"its actor died: {_first_line(exc)}")
                         _deliver(callback, died, self._id)
@@ -259,6 +285,34 @@ class _Died(Exception):
     """The host actor is gone for good: the execution ended with it."""
 
 
+class HostRestarted(ConnectionError):
+    """A durable execution's host restarted (its node died) while a call that changes the
+    execution was under way: it may or may not have been done. The execution goes on under
+    its id, restored from its store; a ref's later calls reach it."""
+
+
+RESTART_WAIT = 60.0
+"""Seconds a ref waits for a dead host to come back (restarted) before it counts it gone."""
+
+
+def _back(host: Any) -> bool:
+    """Whether the host answers again (restarted), within :data:`RESTART_WAIT`."""
+    deadline = time.monotonic() + RESTART_WAIT
+    pause = 0.05
+    while True:
+        try:
+            ray.get(host.ping.remote(), timeout=max(deadline - time.monotonic(), 0.1))
+        except ActorUnavailableError:  # restarting: ask again, until the deadline
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(pause)  # a backoff between probes of a restarting actor
+            pause = min(pause * 2, 1.0)
+            continue
+        except Exception:  # died for good (ActorDiedError), or not back in time
+            return False
+        return True
+
+
 def _nothing() -> None:
     return None
 
@@ -284,7 +338,9 @@ class RayChildren:
 
     def _call(self, method: str, *args: Any) -> Any:
         try:  # a dead actor's children are gone with it: none is known, as after a restart
-            outcome: Outcome = self._ref._get("children", method, args)  # pyright: ignore[reportPrivateUsage]
+            outcome: Outcome = self._ref._get(  # pyright: ignore[reportPrivateUsage]
+                "children", method, args, again=method not in ("steer", "stop")
+            )
         except _Died:
             if method == "list":
                 return ()

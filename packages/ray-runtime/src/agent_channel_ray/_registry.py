@@ -30,6 +30,8 @@ RUNNING_LIMIT = 10_000
 ENDED_LIMIT = 1_000
 """Ended executions listed (with how they ended); past it the oldest are forgotten."""
 REASON_LIMIT = 500
+HEAD = "node:__internal_head__"
+"""The resource Ray gives the head node alone."""
 
 
 class RegistryActor:
@@ -62,7 +64,8 @@ class RegistryActor:
         if running >= RUNNING_LIMIT:
             message = f"the cluster runs {RUNNING_LIMIT} executions, the registry's limit"
             return Outcome(error="RuntimeError", message=message)
-        run = host.run.remote(execution_id, *call)
+        durable = call[-1] is not None  # a store: submitted again if its host restarts
+        run = host.run.options(max_task_retries=-1 if durable else 0).remote(execution_id, *call)
         self._records[execution_id] = Record(execution_id, title, "running", parent=parent)
         self._hosts[execution_id] = host
         self._runs[execution_id] = run
@@ -135,5 +138,9 @@ _Registry = _as_actor(num_cpus=0, max_concurrency=10_000)(RegistryActor)
 def registry() -> Any:
     """The cluster's registry actor, started (detached) by the first driver that asks."""
     return _Registry.options(  # type: ignore[attr-defined]
-        name=NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True
+        name=NAME,
+        namespace=NAMESPACE,
+        lifetime="detached",
+        get_if_exists=True,
+        resources={HEAD: 0.001},  # on the head: it lives as long as the cluster does
     ).remote()
