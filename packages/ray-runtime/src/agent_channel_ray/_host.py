@@ -22,11 +22,10 @@ from agent_channel import (
     ExecutionEvent,
     ExecutionSnapshot,
     TurnState,
-    load_spec,
     open_channel,
     open_store,
 )
-from agent_channel.lowlevel import MAX_QUEUED
+from agent_channel.lowlevel import MAX_QUEUED, as_body, load_agent
 
 from ._routes import ROUTE_LIMIT, Kind, Route
 from ._wire import Batch, Outcome, Requests, SteerState, call
@@ -112,7 +111,9 @@ class ExecutionHostActor:
         """
         hosted = self._get(execution_id)
         try:  # a body that cannot be loaded ends the execution too (launch waits for it)
-            fn = load_spec(body) if isinstance(body, str) else body
+            # a spec or an object: a framework's agent object (a pydantic-ai Agent) is run
+            # by its installed adapter, anything else is the body it is
+            fn = as_body(load_agent(body) if isinstance(body, str) else body)
             journal = None
             if store is not None:
                 meta: dict[str, object] = {"mode": "ray"}
@@ -259,9 +260,13 @@ def _ignore(event: ExecutionEvent) -> None:
 
 
 def _reconstructed() -> bool:
-    try:
-        import ray
+    import warnings
 
-        return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+    import ray
+
+    try:
+        with warnings.catch_warnings():  # Ray's property warns about an attribute it reads
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return bool(ray.get_runtime_context().was_current_actor_reconstructed)
     except Exception:  # not in an actor (a test builds the class directly)
         return False
