@@ -41,6 +41,7 @@ os.environ["RAY_AUTH_MODE"] = "token"  # the token of ~/.ray/auth_token, for eve
 
 import agent_channel_ray as acr
 import ray
+import ray.cloudpickle as cloudpickle
 from agent_channel import ChatMessageUser, MessageAppended, UserMessage, agent_channel
 from ray._private import state
 
@@ -240,7 +241,7 @@ def main() -> None:
             for _ in range(2)
         ]
         acr.connect(address)
-        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
         _wait(lambda: _agent_nodes() == 2, "two agent nodes")
         figures: dict[str, Any] = {"executions": args.executions}
         figures["health_check_ms"] = args.health_check_ms or "Ray's default"

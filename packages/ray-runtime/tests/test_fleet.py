@@ -17,6 +17,7 @@ from typing import Any
 import agent_channel_ray as acr
 import pytest
 import ray
+from ray.exceptions import RayActorError
 
 HERE = Path(__file__).parent
 DEADLINE = 90.0
@@ -88,7 +89,7 @@ def test_n1_a_fleet_outlives_its_launcher_and_ending_one_frees_its_actor() -> No
     assert ref.end()
     record = next(r for r in acr.executions() if r.execution_id == first)
     assert (record.status, record.reason) == ("ended", "cancelled")
-    with pytest.raises(ray.exceptions.RayActorError):  # its actor is freed
+    with pytest.raises(RayActorError):  # its actor is freed
         ray.get(host.ping.remote(), timeout=DEADLINE)
     assert ref.closed and not ref.end()  # ending it again: nothing to end
     for eid in rest:  # the others still run, until ended

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nodes import Node, ray_env, ray_head, ray_node
@@ -141,7 +142,7 @@ def _run_fleet(kills: int) -> None:
                 assert driver.stdin is not None and driver.stdout is not None
                 guard = threading.Timer(GUARD, driver.kill)  # a hung driver fails, not hangs
                 guard.start()
-                result: dict[str, object] = {}
+                result: dict[str, Any] = {}
                 for line in driver.stdout:
                     if not line.startswith("{"):
                         continue  # Ray's own lines
@@ -163,11 +164,11 @@ def _run_fleet(kills: int) -> None:
                 for node in nodes:
                     node.context.__exit__(None, None, None)  # type: ignore[attr-defined]
         acked, texts = result["acked"], result["texts"]
+        assert isinstance(acked, list) and isinstance(texts, list)
         print(
-            f"{kills} kills: {len(acked)} acknowledged, {len(result['unacked'])} not "  # type: ignore[arg-type]
+            f"{kills} kills: {len(acked)} acknowledged, {len(result['unacked'])} not "
             f"(host restarted during the post), {len(texts)} folded in"
         )
-        assert isinstance(acked, list) and isinstance(texts, list)
         assert len(texts) == len(set(texts)), "a message folded in twice"
         assert set(acked) <= set(texts), "an acknowledged message lost"
         assert result["running"] == ["running"] and result["same"]
