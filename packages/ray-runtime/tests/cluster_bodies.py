@@ -105,3 +105,25 @@ def chatty_agent() -> object:
     from agent_channel_react import ScriptedModel, react, reply
 
     return react(model=ScriptedModel([reply("first"), reply("second")]), submit=False)
+
+
+async def durable_inbox() -> int:
+    """``inbox`` that goes on from its store: it starts from the restored conversation, folds
+    each message in a turn of its own, and checkpoints after each (so each is delivered
+    once across a crash: drained and folded but not checkpointed, it comes again)."""
+    ch = agent_channel()
+    restored = ch.restored
+    messages: list[ChatMessage] = list(restored.messages) if restored is not None else []
+    ch.share(messages)
+    while True:
+        for item in await ch.receive():
+            if not isinstance(item, UserMessage):
+                continue
+            if item.text == "stop":
+                return len(messages)
+            with ch.scope():
+                await anyio.sleep(0.01)  # a turn, for a node to die in
+                message = ChatMessageUser(content=item.text)
+                messages.append(message)
+                ch.publish(MessageAppended(message=message, index=len(messages) - 1))
+        ch.checkpoint()

@@ -1,4 +1,4 @@
-"""One local cluster for the session: two CPUs, the loopback only, no dashboard (~4 s)."""
+"""One local cluster for the session: two CPUs, token authentication on, no dashboard (~4 s)."""
 
 from __future__ import annotations
 

@@ -8,12 +8,29 @@ import sys
 import tempfile
 from pathlib import Path
 
+from nodes import ray_env, ray_head, wait_for
+
 START = """
 import agent_channel_ray as acr, ray
 acr.start_cluster(num_cpus=1)
 print(ray.get_runtime_context().gcs_address)
 ray.shutdown()
 """
+
+JOIN = """
+import agent_channel_ray as acr, ray
+acr.connect()
+print(ray.get_runtime_context().gcs_address)
+ray.shutdown()
+"""
+
+
+def _run(code: str, env: dict[str, str]) -> str:
+    run = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout.strip().splitlines()[-1]
 
 
 def test_n2_start_cluster_ignores_a_stale_address_file_and_ray_address() -> None:
@@ -25,10 +42,32 @@ def test_n2_start_cluster_ignores_a_stale_address_file_and_ray_address() -> None
     with tempfile.TemporaryDirectory(prefix="ray-n2-", dir="/tmp") as tmp:
         (Path(tmp) / "ray").mkdir()
         (Path(tmp) / "ray" / "ray_current_cluster").write_text("127.0.0.1:9\n")
-        env = {**os.environ, "RAY_TMPDIR": tmp, "RAY_ADDRESS": "127.0.0.1:9"}
-        run = subprocess.run(
-            [sys.executable, "-c", START], env=env, capture_output=True, text=True, timeout=120
-        )
-        assert run.returncode == 0, run.stderr[-2000:]
-        address = run.stdout.strip().splitlines()[-1]
+        address = _run(START, ray_env(tmp, RAY_ADDRESS="127.0.0.1:9"))
         assert address and not address.endswith(":9")  # its own, not the stale one
+
+
+def test_n2_start_cluster_starts_its_own_beside_a_running_ray_start_cluster() -> None:
+    """With a ``ray start --head`` cluster running (its address file where a driver looks),
+    ``start_cluster`` starts another, leaves the running one's address file as it was, and
+    only ``connect()`` joins the running one."""
+    with tempfile.TemporaryDirectory(prefix="ray-n2-", dir="/tmp") as tmp:
+        env = ray_env(tmp)
+        with ray_head("--num-cpus=1", temp_dir=os.path.join(tmp, "ray"), env=env) as foreign:
+            address_file = Path(tmp) / "ray" / "ray_current_cluster"
+            wait_for(address_file.exists)  # written once the head is up
+            theirs = address_file.read_text().strip()
+            assert _port(theirs) == _port(foreign.address)
+            ours = _run(START, env)
+            assert _port(ours) != _port(theirs)
+            assert address_file.read_text().strip() == theirs
+            assert _run(JOIN, env) == theirs  # joining is asked for by name
+
+
+def _port(address: str) -> str:
+    return address.rpartition(":")[2]
+
+
+def test_n2_start_cluster_leaves_no_address_file_behind() -> None:
+    with tempfile.TemporaryDirectory(prefix="ray-n2-", dir="/tmp") as tmp:
+        _run(START, ray_env(tmp))
+        assert not (Path(tmp) / "ray" / "ray_current_cluster").exists()

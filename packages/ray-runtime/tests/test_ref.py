@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import agent_channel_ray as acr
@@ -25,12 +26,16 @@ def _texts(ref: acr.RayRef | AgentRef) -> list[str]:
 
 
 def test_post_is_folded_in_and_the_body_returns() -> None:
+    """An actor of its own: freed once its execution ends (the conversation goes with it)."""
     ref = acr.launch(bodies.inbox, title="inbox")
     ref.post(UserMessage("one"))
     ref.post(UserMessage("two"))
+    deadline = time.monotonic() + 60
+    while _texts(ref) != ["one", "two"]:
+        assert time.monotonic() < deadline, _texts(ref)
+        time.sleep(0.02)  # polling the conversation, with a deadline
     ref.post(UserMessage("stop"))
     assert ref.result(timeout=60) == 2
-    assert _texts(ref) == ["one", "two"]
     assert ref.closed
 
 

@@ -90,13 +90,19 @@ def test_the_verbs_drive_a_ray_execution(address: str, tmp_path: Path) -> None:
         wait_for(lambda: "after the tool" in texts(tmp_path, eid), "the turn to go on")
         assert texts(tmp_path, eid)[-2] == "t1 cancelled"  # the call alone, not the turn
 
-        one_line_failure(ctl(tmp_path, "end", eid))  # not the server's to end
+        kept = acr.launch(ray_bodies.echo, title="kept")  # what stopping the server leaves
+        wait_for(lambda: status(tmp_path, kept.execution_id) == "running", "the kept one listed")
+        run = ctl(tmp_path, "end", eid)  # ends it on the cluster (N1: it was refused)
+        assert run.returncode == 0, run.stderr
+        wait_for(lambda: status(tmp_path, eid) == "finished", "its end seen")
+        assert ref.closed
 
         later = acr.launch(ray_bodies.echo, title="started later")  # picked up while serving
         wait_for(lambda: status(tmp_path, later.execution_id) == "running", "the new one listed")
         ray.kill(later.host)
         wait_for(lambda: status(tmp_path, later.execution_id) == "failed", "its end seen")
-    assert not ref.closed  # serving it left it running
+    assert not kept.closed  # stopping the server left it running
+    assert kept.end()
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ._host import ExecutionHostActor as ExecutionHostActor
     from ._launch import ExecutionHost as ExecutionHost
     from ._launch import launch as launch
+    from ._ref import HostRestarted as HostRestarted
     from ._ref import RayChildren as RayChildren
     from ._ref import RayRef as RayRef
     from ._registry import registry as registry
@@ -41,6 +42,7 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "ExecutionHostActor": "_host",
         "ExecutionHost": "_launch",
         "launch": "_launch",
+        "HostRestarted": "_ref",
         "RayChildren": "_ref",
         "RayRef": "_ref",
         "registry": "_registry",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import secrets
+from pathlib import Path
 from typing import Any
 
 # Read by ray when it is imported (see _quiet_uv): set before, for a driver importing us first.
@@ -14,6 +16,8 @@ from ._ref import RayRef
 from ._registry import registry
 from ._wire import Record
 
+AUTH_MODE = "RAY_AUTH_MODE"
+
 
 def _quiet_uv() -> None:
     # Under `uv run`, Ray gives each worker a runtime env that runs `uv run` again, and the
@@ -22,16 +26,25 @@ def _quiet_uv() -> None:
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 
 
-def start_cluster(num_cpus: int = 2, **options: Any) -> None:
-    """Start a local cluster in this process, on the loopback only, without a dashboard.
+def start_cluster(num_cpus: int = 2, *, token_auth: bool = True, **options: Any) -> None:
+    """Start a local cluster in this process, without a dashboard, its token authentication on.
 
     Always a new one (``address="local"``): a ``ray start`` cluster on the machine, the
     address file one left behind, or ``RAY_ADDRESS`` is never joined; :func:`connect`
-    joins one on purpose.
+    joins one on purpose. Ray listens on every interface whatever the node address (it
+    rewrites the loopback's to the host's), so the guard is its token: on here whatever
+    ``RAY_AUTH_MODE`` the environment carries (``token_auth=False`` turns it off, and then
+    anyone who reaches the machine's ports can run code on it). The token is read from
+    ``RAY_AUTH_TOKEN``, else ``RAY_AUTH_TOKEN_PATH``, else ``~/.ray/auth_token``, made
+    there if missing, readable by its owner alone; other drivers need it (and
+    ``RAY_AUTH_MODE=token``) to join.
     """
     _quiet_uv()
     if ray.is_initialized():
         return
+    if token_auth:
+        _own_token()
+    _set_auth_mode("token" if token_auth else "disabled")
     ray.init(
         address="local",
         num_cpus=num_cpus,
@@ -40,6 +53,34 @@ def start_cluster(num_cpus: int = 2, **options: Any) -> None:
         namespace="agent_channel",
         **options,
     )
+
+
+def _set_auth_mode(mode: str) -> None:
+    """Ray's authentication mode for this process and the cluster it starts (its workers
+    inherit the environment). Ray caches its config, the mode in it, when first loaded: it
+    is loaded again, as Ray does when it turns the mode on by itself."""
+    from ray._raylet import Config  # pyright: ignore[reportMissingModuleSource, reportAttributeAccessIssue]
+
+    os.environ[AUTH_MODE] = mode
+    Config.initialize("")
+
+
+def _own_token() -> None:
+    """The token Ray will read, made (``0600``) if there is none; an existing token file of
+    this user's that others could read is made the owner's alone."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        info = path.stat()
+        if info.st_uid == os.getuid() and info.st_mode & 0o077:
+            path.chmod(0o600)
+        return
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_hex(32))
 
 
 def connect(address: str = "auto", **options: Any) -> None:

@@ -22,10 +22,10 @@ from agent_channel import (
     ExecutionEvent,
     ExecutionSnapshot,
     TurnState,
-    load_spec,
     open_channel,
+    open_store,
 )
-from agent_channel.lowlevel import MAX_QUEUED
+from agent_channel.lowlevel import MAX_QUEUED, as_body, load_agent
 
 from ._routes import ROUTE_LIMIT, Kind, Route
 from ._wire import Batch, Outcome, Requests, SteerState, call
@@ -36,6 +36,9 @@ ENDED_LIMIT = 1_000
 """Ended executions a host keeps readable (messages, snapshot) before forgetting the oldest."""
 BATCH_LIMIT = 1_000
 """Events one poll returns at most."""
+REOPEN_WAIT = 60.0
+"""Seconds a restarted host waits for an execution's run to reopen before a call on it
+says it does not know it."""
 
 Body = Callable[..., Awaitable[Any]]
 
@@ -67,6 +70,9 @@ class ExecutionHostActor:
         self._executions: dict[str, _Hosted] = {}
         self._ended: deque[str] = deque()
         self._tokens = 0
+        # Restarted on another node (a durable execution's host, ``max_restarts``): its runs
+        # are submitted again by the registry, so a call may come before its run reopens.
+        self._restarted = _reconstructed()
 
     def _get(self, execution_id: str) -> _Hosted:
         hosted = self._executions.get(execution_id)
@@ -75,10 +81,13 @@ class ExecutionHostActor:
         return hosted
 
     async def _ref(self, execution_id: str) -> AgentRef:
-        if execution_id not in self._executions:
+        if execution_id not in self._executions and not self._restarted:
             raise LookupError(f"no execution {execution_id!r} on this host")
-        hosted = self._executions[execution_id]
-        await hosted.opened.wait()
+        hosted = self._get(execution_id)
+        try:
+            await asyncio.wait_for(hosted.opened.wait(), REOPEN_WAIT)
+        except TimeoutError:
+            raise LookupError(f"no execution {execution_id!r} on this host") from None
         assert hosted.ref is not None
         return hosted.ref
 
@@ -89,17 +98,27 @@ class ExecutionHostActor:
         args: tuple[Any, ...] = (),
         max_queued: int = MAX_QUEUED,
         live: bool = False,
+        store: str | None = None,
     ) -> Any:
         """Open the execution's channel and run ``body(*args)`` in it; its return value.
         ``live``: marked live for its whole run (see :func:`~agent_channel_ray.launch`).
+        ``store``: a spec ``agent_channel.open_store`` opens here, on this node; the
+        execution is durable in it under its id, and restored from it when this run is
+        submitted again (its host restarted on another node).
 
         Cancelled by ``ray.cancel`` this is an outer cancellation: the channel ends as any
         execution whose caller cancelled it does (``stop_reason`` ``cancelled``).
         """
         hosted = self._get(execution_id)
         try:  # a body that cannot be loaded ends the execution too (launch waits for it)
-            fn = load_spec(body) if isinstance(body, str) else body
-            async with open_channel(max_queued=max_queued) as ch:
+            # a spec or an object: a framework's agent object (a pydantic-ai Agent) is run
+            # by its installed adapter, anything else is the body it is
+            fn = as_body(load_agent(body) if isinstance(body, str) else body)
+            journal = None
+            if store is not None:
+                meta: dict[str, object] = {"mode": "ray"}
+                journal = open_store(store).journal(execution_id, meta)
+            async with open_channel(max_queued=max_queued, journal=journal) as ch:
                 ref = ch.ref()
                 snapshot, _ = ref.watch(hosted.record)
                 hosted.next_seq = snapshot.seq
@@ -238,3 +257,16 @@ class ExecutionHostActor:
 
 def _ignore(event: ExecutionEvent) -> None:
     return None
+
+
+def _reconstructed() -> bool:
+    import warnings
+
+    import ray
+
+    try:
+        with warnings.catch_warnings():  # Ray's property warns about an attribute it reads
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+    except Exception:  # not in an actor (a test builds the class directly)
+        return False

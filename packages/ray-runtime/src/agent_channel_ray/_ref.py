@@ -8,8 +8,10 @@ each reaches the callback once, in order, with none missed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -29,11 +31,12 @@ from agent_channel import (
     Resolver,
     Subscriber,
     TurnState,
+    UnknownChild,
 )
-from ray.exceptions import RayActorError
+from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
 from ._asking import start
-from ._registry import _first_line  # pyright: ignore[reportPrivateUsage]
+from ._registry import _first_line, registry  # pyright: ignore[reportPrivateUsage]
 from ._routes import Kind
 from ._wire import Batch, Outcome, SteerState
 
@@ -46,7 +49,7 @@ POLL_WAIT = 1.0
 class RayRef:
     """A producer's handle on one execution hosted by an :class:`ExecutionHost` actor."""
 
-    __slots__ = ("_host", "_id", "_run")
+    __slots__ = ("_host", "_id", "_run", "_state")
 
     remote = True
     """Its calls block on the network: an attach server makes them off its event loop."""
@@ -55,6 +58,7 @@ class RayRef:
         self._host = host
         self._id = execution_id
         self._run = run
+        self._state: TurnState = "idle"  # the last one read: a dead actor's final one
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (RayRef, (self._host, self._id, None))
@@ -73,45 +77,84 @@ class RayRef:
         """The object ref of the body's run, when this ref launched it (``ray.cancel`` it)."""
         return self._run
 
+    def _get(self, method: str, *args: Any, again: bool = True) -> Any:
+        """One actor call's value; :class:`_Died` if the actor is gone for good. If it
+        restarted (a durable execution's host, on another node) the call is made again when
+        ``again`` (a read), else :class:`HostRestarted` (it may or may not have been done)."""
+        try:
+            return ray.get(getattr(self._host, method).remote(self._id, *args))
+        except RayActorError as exc:  # the host died: restarted, or over as a closed one
+            if not _back(self._host):
+                raise _Died(_first_line(exc)) from exc
+            if not again:
+                raise HostRestarted(
+                    f"execution {self._id}: its host restarted during {method}; it may or may "
+                    "not have been done (the execution goes on under its id)"
+                ) from None
+        try:
+            return ray.get(getattr(self._host, method).remote(self._id, *args))
+        except RayActorError as exc:
+            raise _Died(_first_line(exc)) from exc
+
     def _call(self, method: str, *args: Any) -> Any:
         try:
-            outcome: Outcome = ray.get(getattr(self._host, method).remote(self._id, *args))
-        except RayActorError as exc:  # the host died: its execution is over, as a closed one
+            outcome: Outcome = self._get(method, *args, again=False)
+        except _Died as exc:
             raise ChannelClosed(f"execution {self._id}: its actor died") from exc
+        return outcome.unwrap()
+
+    def _or(self, dead: Any, method: str, *args: Any) -> Any:
+        """``_call``, or ``dead`` (what a finished local ref returns) if the actor died."""
+        try:
+            outcome: Outcome = self._get(method, *args, again=False)
+        except _Died:
+            return dead
         return outcome.unwrap()
 
     def post(self, item: ChannelItem) -> None:
         """Queue a cooperative item, as ``AgentRef.post``: ``ChannelClosed``, ``ChannelFull``
-        and ``TypeError`` as there."""
+        and ``TypeError`` as there (``ChannelClosed`` too once its actor died)."""
         self._call("post", item)
 
     def interrupt(self, cancel: Cancel | None = None) -> None:
-        """Stop the work in progress, as ``AgentRef.interrupt``."""
-        self._call("interrupt", cancel)
+        """Stop the work in progress, as ``AgentRef.interrupt`` (nothing once it ended)."""
+        self._or(None, "interrupt", cancel)
 
     def withdraw(self, item_id: str) -> bool:
         """Take back a queued item no boundary has taken yet; ``True`` if it was withdrawn."""
-        return self._call("withdraw", item_id)
+        return self._or(False, "withdraw", item_id)
 
     def cancel_region(self, key: str) -> bool:
         """Stop the consumer's active region ``key`` alone, as ``AgentRef.cancel_region``."""
-        return self._call("cancel_region", key)
+        return self._or(False, "cancel_region", key)
 
     def messages(self) -> tuple[ChatMessage, ...]:
         """The conversation the consumer shares, as of now; ``()`` once its actor died (the
         conversation died with it: a watcher keeps what it saw)."""
         try:
-            return self._call("messages")
-        except ChannelClosed:
+            outcome: Outcome = self._get("messages")
+        except _Died:
             return ()
+        return outcome.unwrap()
+
+    def _read_state(self) -> tuple[TurnState, bool]:
+        try:
+            state, closed = self._get("state")
+        except _Died:
+            return self._state, True
+        self._state = state
+        return state, closed
 
     @property
     def turn_state(self) -> TurnState:
-        return ray.get(self._host.state.remote(self._id))[0]
+        """As ``AgentRef.turn_state``; once its actor died, the last one this ref read
+        (``idle`` if none)."""
+        return self._read_state()[0]
 
     @property
     def closed(self) -> bool:
-        return ray.get(self._host.state.remote(self._id))[1]
+        """As ``AgentRef.closed``: true once its actor died, too."""
+        return self._read_state()[1]
 
     @property
     def children(self) -> RayChildren:
@@ -120,13 +163,17 @@ class RayRef:
 
     def mark_live(self) -> Callable[[], None]:
         """Declare an operator surface attached; returns the release."""
-        token = ray.get(self._host.mark_live.remote(self._id))
+        try:
+            token = self._get("mark_live")
+        except _Died:  # nothing left to keep live
+            return _nothing
         released = threading.Event()
 
         def release() -> None:
             if not released.is_set():
                 released.set()
-                ray.get(self._host.release_live.remote(self._id, token))
+                with contextlib.suppress(_Died):
+                    self._get("release_live", token)
 
         return release
 
@@ -154,8 +201,15 @@ class RayRef:
         return start(self._host, self._id, kind, fn)
 
     def snapshot(self) -> ExecutionSnapshot:
-        """The execution's state now (``seq``: the number of the next event)."""
-        return ray.get(self._host.snapshot.remote(self._id))
+        """The execution's state now (``seq``: the number of the next event); once its actor
+        died, a closed one with nothing in it (as a finished local ref's, whose conversation
+        is gone)."""
+        try:
+            return self._get("snapshot")
+        except _Died:
+            return ExecutionSnapshot(
+                messages=(), turn_state=self._state, seq=0, closed=True, queued=(), awaiting=None
+            )
 
     def watch(self, callback: Subscriber) -> tuple[ExecutionSnapshot, Callable[[], None]]:
         """The state now, and ``callback`` for every event after it, in order, on a thread of
@@ -176,6 +230,15 @@ class RayRef:
                 try:
                     batch: Batch = ray.get(self._host.events.remote(self._id, after, POLL_WAIT))
                 except RayActorError as exc:  # the host died: the execution ended with it
+                    if not stop.is_set() and _back(self._host):  # restarted: from its state
+                        try:
+                            snapshot = self.snapshot()
+                        except Exception:
+                            return
+                        if snapshot.closed:
+                            return
+                        after = snapshot.seq
+                        continue
                     if not stop.is_set():
                         died = ExecutionFinished(error=f"its actor died: {_first_line(exc)}")
                         _deliver(callback, died, self._id)
@@ -197,14 +260,61 @@ class RayRef:
             threading.Thread(target=pump, name=f"ray-watch-{self._id}", daemon=True).start()
         return stop.set
 
+    def end(self) -> bool:
+        """End the execution, as the ``end`` verb does (not an interrupt: its body is
+        cancelled from outside, its record reads ``cancelled``), and wait (up to 10 s) for
+        the registry to list it ended; an actor started for it alone is freed then.
+        ``False`` if it was not running. From any driver, the launcher gone or not."""
+        return bool(ray.get(registry().end.remote(self._id)))
+
     def result(self, timeout: float | None = None) -> Any:
-        """The body's return value (only on the ref :func:`launch` returned)."""
+        """The body's return value (only on the ref :func:`launch` returned);
+        ``ChannelClosed`` if its actor died first."""
         if self._run is None:
             raise ValueError("this ref did not launch the execution: it has no run to wait for")
-        return ray.get(self._run, timeout=timeout)
+        try:
+            return ray.get(self._run, timeout=timeout)
+        except ActorDiedError as exc:
+            raise ChannelClosed(f"execution {self._id}: its actor died") from exc
 
     def __repr__(self) -> str:
         return f"RayRef({self._id!r})"
+
+
+class _Died(Exception):
+    """The host actor is gone for good: the execution ended with it."""
+
+
+class HostRestarted(ConnectionError):
+    """A durable execution's host restarted (its node died) while a call that changes the
+    execution was under way: it may or may not have been done. The execution goes on under
+    its id, restored from its store; a ref's later calls reach it."""
+
+
+RESTART_WAIT = 60.0
+"""Seconds a ref waits for a dead host to come back (restarted) before it counts it gone."""
+
+
+def _back(host: Any) -> bool:
+    """Whether the host answers again (restarted), within :data:`RESTART_WAIT`."""
+    deadline = time.monotonic() + RESTART_WAIT
+    pause = 0.05
+    while True:
+        try:
+            ray.get(host.ping.remote(), timeout=max(deadline - time.monotonic(), 0.1))
+        except ActorUnavailableError:  # restarting: ask again, until the deadline
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(pause)  # a backoff between probes of a restarting actor
+            pause = min(pause * 2, 1.0)
+            continue
+        except Exception:  # died for good (ActorDiedError), or not back in time
+            return False
+        return True
+
+
+def _nothing() -> None:
+    return None
 
 
 def _deliver(callback: Subscriber, event: ExecutionEvent, execution_id: str) -> None:
@@ -227,7 +337,15 @@ class RayChildren:
         self._ref = ref
 
     def _call(self, method: str, *args: Any) -> Any:
-        return self._ref._call("children", method, args)
+        try:  # a dead actor's children are gone with it: none is known, as after a restart
+            outcome: Outcome = self._ref._get(  # pyright: ignore[reportPrivateUsage]
+                "children", method, args, again=method not in ("steer", "stop")
+            )
+        except _Died:
+            if method == "list":
+                return ()
+            raise UnknownChild(f"no child with id {args[0]!r} in this execution") from None
+        return outcome.unwrap()
 
     def list(self) -> tuple[ChildInfo, ...]:
         return self._call("list")

@@ -1,29 +1,37 @@
 """The cluster's list of executions: a named, detached actor any driver finds by name.
 
-Each entry is watched through its run's object ref: when the run returns, is cancelled or its
-actor dies, the entry turns ``ended`` with how, so an execution whose worker was lost is never
-listed as running forever.
+The registry starts each execution's run itself (:meth:`RegistryActor.launch`), so the run's
+object ref is the registry's, not the launching driver's: a driver that exits takes nothing
+with it (Ray's owner fate-sharing would end a run, and lose its result, with its caller).
+Each entry is watched through that ref: when the run returns, is cancelled or its actor
+dies, the entry turns ``ended`` with how, so an execution whose worker was lost is never
+listed as running forever; an actor started for that execution alone is then freed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError, TaskCancelledError
 
-from ._wire import Record
+from ._wire import Outcome, Record
 
 _as_actor: Any = ray.remote  # its stubs know no max_concurrency
 
 NAME = "agent_channel_registry"
 NAMESPACE = "agent_channel"
-RECORD_LIMIT = 10_000
-"""Entries kept; past it the oldest ended ones are forgotten (running ones never are)."""
+RUNNING_LIMIT = 10_000
+"""Running executions the registry lists at most: one more is refused at launch."""
+ENDED_LIMIT = 1_000
+"""Ended executions listed (with how they ended); past it the oldest are forgotten."""
 REASON_LIMIT = 500
+HEAD = "node:__internal_head__"
+"""The resource Ray gives the head node alone."""
 
 
 class RegistryActor:
@@ -33,21 +41,51 @@ class RegistryActor:
         self._records: OrderedDict[str, Record] = OrderedDict()
         self._hosts: dict[str, Any] = {}
         self._watchers: dict[str, asyncio.Task[None]] = {}
+        self._runs: dict[str, Any] = {}
+        self._ended: deque[str] = deque()
+        self._own: set[str] = set()  # executions whose host actor was started for them alone
 
-    async def register(
+    async def launch(
         self,
         execution_id: str,
         title: str,
         host: Any,
-        run: list[Any],
+        call: tuple[Any, ...],
         parent: str | None = None,
-    ) -> None:
-        """List an execution; ``run`` holds its run's object ref (in a list, so Ray passes
-        the ref rather than waiting for its value)."""
+        own_host: bool = False,
+    ) -> Outcome:
+        """Start ``host.run(execution_id, *call)`` and list it; its run's object ref, in a
+        list (Ray passes a ref in a list as it is). The registry owns the run: it outlives
+        the driver that asked. ``own_host``: the actor is this execution's alone, freed
+        (``ray.kill``) once it ends."""
+        if execution_id in self._records:
+            return Outcome(error="ValueError", message=f"execution {execution_id!r} is listed")
+        running = sum(1 for r in self._records.values() if r.status == "running")
+        if running >= RUNNING_LIMIT:
+            message = f"the cluster runs {RUNNING_LIMIT} executions, the registry's limit"
+            return Outcome(error="RuntimeError", message=message)
+        durable = call[-1] is not None  # a store: submitted again if its host restarts
+        run = host.run.options(max_task_retries=-1 if durable else 0).remote(execution_id, *call)
         self._records[execution_id] = Record(execution_id, title, "running", parent=parent)
         self._hosts[execution_id] = host
-        self._watchers[execution_id] = asyncio.create_task(self._watch(execution_id, run[0]))
-        self._trim()
+        self._runs[execution_id] = run
+        if own_host:
+            self._own.add(execution_id)
+        self._watchers[execution_id] = asyncio.create_task(self._watch(execution_id, run))
+        return Outcome(value=[run])
+
+    async def end(self, execution_id: str, wait: float = 10.0) -> bool:
+        """End a running execution (``ray.cancel`` of its run: an outer cancellation, as
+        ``end`` is anywhere) and wait up to ``wait`` s for it to be listed ended (its own
+        actor freed); ``False`` if it was not running."""
+        run = self._runs.get(execution_id)
+        watcher = self._watchers.get(execution_id)
+        if run is None or watcher is None:
+            return False
+        ray.cancel(run)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(watcher), wait)
+        return True
 
     async def _watch(self, execution_id: str, run: Any) -> None:
         try:
@@ -68,14 +106,16 @@ class RegistryActor:
                 record.execution_id, record.title, "ended", reason[:REASON_LIMIT], record.parent
             )
         self._watchers.pop(execution_id, None)
-
-    def _trim(self) -> None:
-        while len(self._records) > RECORD_LIMIT:
-            ended = next((k for k, r in self._records.items() if r.status == "ended"), None)
-            if ended is None:
-                return
-            del self._records[ended]
-            self._hosts.pop(ended, None)
+        self._runs.pop(execution_id, None)
+        if execution_id in self._own:  # its actor hosted it alone: free the process
+            self._own.discard(execution_id)
+            with contextlib.suppress(Exception):
+                ray.kill(self._hosts[execution_id])
+        self._ended.append(execution_id)
+        while len(self._ended) > ENDED_LIMIT:
+            gone = self._ended.popleft()
+            self._records.pop(gone, None)
+            self._hosts.pop(gone, None)
 
     async def list(self) -> list[Record]:
         """Every execution known, oldest first."""
@@ -98,5 +138,9 @@ _Registry = _as_actor(num_cpus=0, max_concurrency=10_000)(RegistryActor)
 def registry() -> Any:
     """The cluster's registry actor, started (detached) by the first driver that asks."""
     return _Registry.options(  # type: ignore[attr-defined]
-        name=NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True
+        name=NAME,
+        namespace=NAMESPACE,
+        lifetime="detached",
+        get_if_exists=True,
+        resources={HEAD: 0.001},  # on the head: it lives as long as the cluster does
     ).remote()

@@ -133,9 +133,24 @@ class Adder:
             except Exception as e:
                 log.info("execution %s not served yet (next look): %s", execution_id, e)
                 continue
+            ending = getattr(ref, "end", None)
+            if callable(ending):  # the `end` verb ends it on the cluster; stopping us does not
+                hub = self._server.hub(execution_id)
+                hub.ending = _off_the_loop(ending)
+                hub.outlives_server = True
             self._served.add(execution_id)
             running += 1
         self._full = False
+
+
+def _off_the_loop(end: Callable[[], object]) -> Callable[[], None]:
+    """``end`` (a blocking cluster call) on a worker thread: the verb waits for the end
+    through the execution's events, not on the server's loop."""
+
+    def ending() -> None:
+        asyncio.get_running_loop().run_in_executor(None, end)
+
+    return ending
 
 
 def _announcer(address: str, count: int, as_json: bool) -> Callable[[Record], None]:

@@ -120,6 +120,7 @@ class Hub:
         self.finished: ExecutionFinished | None = None
         self.undelivered: list[f.Undelivered] = []
         self.ending: Callable[[], None] | None = None  # outer cancellation, when we started it
+        self.outlives_server = False  # ``ending`` ends it, a server stopping does not (Ray's)
         self.ended = asyncio.Event()
         self._release_approvals: Callable[[], None] | None = None
         snapshot, self._release = ref.watch(self._on_event_any_thread)

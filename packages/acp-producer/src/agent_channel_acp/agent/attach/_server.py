@@ -226,7 +226,7 @@ class AttachServer:
         recorded as ended by this: the next server on its store restores it."""
         self._stopping = True
         for hub in list(self._hubs.values()):
-            if hub.running and hub.ending is not None:
+            if hub.running and hub.ending is not None and not hub.outlives_server:
                 hub.ending()
         runs = list(self._runs)
         if runs:

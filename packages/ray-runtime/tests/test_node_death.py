@@ -1,0 +1,187 @@
+"""Executions survive their node (N5, N7): a two-node fleet on one machine, a node killed
+mid-turn, the execution restarted on the other and restored from its store under its id.
+
+A head (``ray start --head``, no CPU: the registry lives there) and two nodes with the
+``agent`` resource join it, each a ``ray start`` of its own temp dir. A driver (a process
+of its own: the test process is the session cluster's) launches a durable execution that
+needs ``agent``, posts from a thread while the test kills the node that hosts it, again
+and again (the killed node is started afresh, so the next kill finds one to move to).
+Checked from the client side only: every acknowledged message is in the conversation
+exactly once, no message twice, and the ref (never a new one) reaches it after each kill.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nodes import Node, ray_env, ray_head, ray_node
+
+HERE = Path(__file__).parent
+KILLS = 2
+"""Node kills in the CI form; ``-m soak`` runs :data:`SOAK_KILLS`."""
+SOAK_KILLS = 10
+GUARD = 600.0
+"""Seconds the driver may take in all (a hang guard, not a measure)."""
+AGENT = json.dumps({"agent": 1})
+
+DRIVER = """
+import json, sys, threading, time
+sys.path.insert(0, sys.argv[3])
+import agent_channel_ray as acr, ray, cluster_bodies as bodies
+from ray._private import state
+from agent_channel import UserMessage
+acr.connect(sys.argv[1])
+ray.cloudpickle.register_pickle_by_value(bodies)
+ref = acr.launch(
+    bodies.durable_inbox, store=sys.argv[2], options={"resources": {"agent": 0.001}},
+    title="survivor",
+)
+eid = ref.execution_id
+
+def node_dir():
+    # the temp dir of the node hosting the execution (its plasma socket lives under it)
+    node = state.actors(ref.host._actor_id.hex())["Address"]["NodeID"]
+    for n in ray.nodes():
+        if n["NodeID"] == node and n["Alive"]:
+            return n["ObjectStoreSocketName"].split("/session_")[0]
+    return None
+
+acked, unacked, errors, stop = [], [], [], threading.Event()
+
+def poster():
+    i = 0
+    while not stop.is_set():
+        text = f"m{i}"
+        i += 1
+        try:
+            ref.post(UserMessage(text))
+            acked.append(text)
+        except acr.HostRestarted:
+            unacked.append(text)
+        except Exception as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+            return
+        time.sleep(0.005)  # a steady stream, not a flood
+
+thread = threading.Thread(target=poster)
+thread.start()
+for kill in range(int(sys.argv[4])):
+    while len(acked) < 5 * (kill + 1):  # some acknowledged on this node first
+        assert thread.is_alive(), errors
+        time.sleep(0.01)
+    where = node_dir()
+    print(json.dumps({"kill": where}), flush=True)
+    assert sys.stdin.readline().strip() == "killed"
+    deadline = time.monotonic() + 120
+    while node_dir() in (None, where):  # restarted elsewhere
+        assert time.monotonic() < deadline, "not restarted on another node"
+        time.sleep(0.05)
+stop.set()
+thread.join()
+deadline = time.monotonic() + 120
+while True:
+    texts = [m.text for m in ref.messages()]
+    if set(acked) <= set(texts):
+        break
+    assert time.monotonic() < deadline, (sorted(set(acked) - set(texts)), len(texts))
+    time.sleep(0.05)
+same = acr.ref_for(eid)
+print(json.dumps({"acked": acked, "unacked": unacked, "texts": texts, "errors": errors,
+                  "running": [r.status for r in acr.executions() if r.execution_id == eid],
+                  "same": set(acked) <= {m.text for m in same.messages()}}),
+      flush=True)
+ref.end()
+"""
+
+
+def _run_fleet(kills: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="ray-n5-", dir="/tmp") as tmp:
+        env = ray_env(tmp, RAY_AUTH_MODE="token")
+        with ray_head("--num-cpus=0", env=env) as head:
+            nodes: list[Node] = []
+
+            def worker() -> Node:
+                context = ray_node(
+                    f"--address={head.address}",
+                    "--num-cpus=0",
+                    f"--resources={AGENT}",
+                    env=env,
+                )
+                node = context.__enter__()
+                node.context = context  # type: ignore[attr-defined]
+                nodes.append(node)
+                return node
+
+            errors = (Path(tmp) / "driver.err").open("w")
+            try:
+                worker(), worker()
+                driver = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-c",
+                        DRIVER,
+                        head.address,
+                        str(Path(tmp) / "store.db"),
+                        str(HERE),
+                        str(kills),
+                    ],
+                    env=env,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=errors,
+                    text=True,
+                )
+                assert driver.stdin is not None and driver.stdout is not None
+                guard = threading.Timer(GUARD, driver.kill)  # a hung driver fails, not hangs
+                guard.start()
+                result: dict[str, Any] = {}
+                for line in driver.stdout:
+                    if not line.startswith("{"):
+                        continue  # Ray's own lines
+                    said = json.loads(line)
+                    if "kill" in said:
+                        victim = next(n for n in nodes if n.temp_dir == said["kill"])
+                        victim.context.__exit__(None, None, None)  # type: ignore[attr-defined]
+                        nodes.remove(victim)
+                        worker()  # the next kill has somewhere to move to
+                        driver.stdin.write("killed\n")
+                        driver.stdin.flush()
+                    else:
+                        result = said
+                driver.wait(GUARD)
+                guard.cancel()
+                assert driver.returncode == 0, (Path(tmp) / "driver.err").read_text()[-4000:]
+            finally:
+                errors.close()
+                for node in nodes:
+                    node.context.__exit__(None, None, None)  # type: ignore[attr-defined]
+        acked, texts = result["acked"], result["texts"]
+        assert isinstance(acked, list) and isinstance(texts, list)
+        print(
+            f"{kills} kills: {len(acked)} acknowledged, {len(result['unacked'])} not "
+            f"(host restarted during the post), {len(texts)} folded in"
+        )
+        assert len(texts) == len(set(texts)), "a message folded in twice"
+        assert set(acked) <= set(texts), "an acknowledged message lost"
+        assert result["running"] == ["running"] and result["same"]
+        assert result["errors"] == []
+
+
+def test_n5_an_execution_survives_its_node_killed_mid_turn() -> None:
+    _run_fleet(KILLS)
+
+
+@pytest.mark.soak
+def test_n5_soak_many_node_kills() -> None:
+    _run_fleet(SOAK_KILLS)
+
+
+del os
