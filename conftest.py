@@ -2,9 +2,11 @@
 fixture every folder's tests share: a real PostgreSQL (``postgres_url``).
 
 CI runs ``pytest -n 4 --dist loadgroup``. Each test file is a group of its own (its tests
-share its module's servers), except the files that start a local Ray cluster: those are one
+share its module's servers), except the tests that start a local Ray cluster: those are one
 group, so one worker starts the clusters, one after another as a serial run does, instead
 of up to one per worker at once (each start costs seconds of CPU on a two-core machine).
+A file's other tests stay in the file's group: the Ray group is the run's longest, and
+carrying a whole file's local tests along made it longer still.
 """
 
 from __future__ import annotations
@@ -34,10 +36,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def file_of(item: pytest.Item) -> str:
         return item.nodeid.split("::", 1)[0]
 
-    ray_files = {file_of(item) for item in items if _uses_ray(item)}
     for item in items:
-        path = file_of(item)
-        item.add_marker(pytest.mark.xdist_group("ray" if path in ray_files else path))
+        item.add_marker(pytest.mark.xdist_group("ray" if _uses_ray(item) else file_of(item)))
 
 
 # -- a real PostgreSQL, for the PostgreSQL store's tests and the ACP tests that use it ---------

@@ -338,6 +338,21 @@ async def in_process(
             await served
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A rule suite runs each transport with the ReAct loop and each adapter over the unix
+    socket: what a transport carries does not depend on the agent behind it, and running
+    every adapter over each transport would multiply CI's time for nothing it could show."""
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        crossed = params.get("transport") == "ws" and params.get("consumer", "react") != "react"
+        (dropped if crossed else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 @pytest.fixture(params=["unix", "ws"])
 def transport(request: pytest.FixtureRequest) -> Iterator[str]:
     """The attach suites' transport: a module that ``pytest.mark.usefixtures("transport")``
