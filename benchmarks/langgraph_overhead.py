@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import sys
 import time
 import warnings
@@ -32,11 +31,6 @@ from typing import Any
 
 import anyio
 from agent_channel import (
-    AgentRef,
-    ChatMessageTool,
-    ExecutionEvent,
-    MessageAppended,
-    ToolCallStarted,
     UserMessage,
     open_channel,
 )
@@ -56,6 +50,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import create_react_agent
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _adapter_bench import interrupt_latency as served_interrupt_latency
+from _adapter_bench import overhead_figure, per_turn_us, percentiles
 from _adapter_memory import memory
 from react_overhead import interrupt_latency as react_interrupt_latency
 
@@ -133,29 +129,8 @@ async def _served(graph: Any) -> None:
 
 async def overhead(small: int = 5, large: int = 25, rounds: int = 11) -> dict[str, Any]:
     ways = {"bare_invoke": _bare_invoke, "bare_stream": _bare_stream, "served": _served}
-    graphs = {n: _workload(n) for n in (small, large)}
-    times: dict[tuple[str, int], list[float]] = {(w, n): [] for w in ways for n in graphs}
-    for way in ways.values():  # warm-up: imports, schema building
-        await way(graphs[small])
-    for _ in range(rounds):  # interleaved, so a busy moment hits every way alike
-        for w, way in ways.items():
-            for n, graph in graphs.items():
-                t0 = time.perf_counter()
-                await way(graph)
-                times[(w, n)].append(time.perf_counter() - t0)
-
-    def slope(w: str) -> float:
-        a, b = statistics.median(times[(w, small)]), statistics.median(times[(w, large)])
-        return (b - a) / (large - small) * 1e6
-
-    per = {w: slope(w) for w in ways}
-    return {
-        "turns": [small, large],
-        "per_turn_us": {w: round(v, 1) for w, v in per.items()},
-        "ratio_served_vs_bare_stream": round(per["served"] / per["bare_stream"], 3),
-        "ratio_served_vs_bare_invoke": round(per["served"] / per["bare_invoke"], 3),
-        "target_ratio": 1.05,
-    }
+    per = await per_turn_us(ways, _workload, small, large, rounds)
+    return overhead_figure(per, small, large)
 
 
 @tool
@@ -171,46 +146,7 @@ def _blocking() -> Any:
 
 async def interrupt_latency(samples: int = 200) -> dict[str, Any]:
     """From ``ref.interrupt()`` during a tool to the call's cancelled result appended."""
-    graph = _blocking()
-    latencies: list[float] = []
-    t0 = 0.0
-    started = anyio.Event()
-    finished = anyio.Event()
-
-    def on_event(e: ExecutionEvent) -> None:
-        if isinstance(e, ToolCallStarted):
-            started.set()
-        message = e.message if isinstance(e, MessageAppended) else None
-        if isinstance(message, ChatMessageTool) and "cancelled" in (message.error or ""):
-            latencies.append(time.perf_counter() - t0)
-            if len(latencies) >= samples:
-                finished.set()
-
-    async def producer(ref: AgentRef) -> None:
-        nonlocal t0, started
-        for _ in range(samples):
-            await started.wait()
-            started = anyio.Event()
-            t0 = time.perf_counter()
-            ref.interrupt()
-            ref.post(UserMessage("Again."))
-
-    async with open_channel() as ch, anyio.create_task_group() as tg:
-        ref = ch.ref()
-        ref.mark_live()
-        ref.subscribe(on_event)
-        ref.post(UserMessage("go"))
-        tg.start_soon(producer, ref)
-        tg.start_soon(factory(graph)(None))
-        await finished.wait()
-        tg.cancel_scope.cancel()
-    ms = sorted(x * 1e3 for x in latencies)
-    return {
-        "samples": len(ms),
-        "p50_ms": round(ms[len(ms) // 2], 4),
-        "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 4),
-        "max_ms": round(ms[-1], 4),
-    }
+    return await served_interrupt_latency(factory(_blocking())(None), samples)
 
 
 async def bare_cancel(samples: int = 200) -> dict[str, Any]:
@@ -235,8 +171,7 @@ async def bare_cancel(samples: int = 200) -> dict[str, Any]:
         task.cancel()
         await asyncio.wait((task,))
         latencies.append(time.perf_counter() - t0)
-    ms = sorted(x * 1e3 for x in latencies)
-    return {"samples": len(ms), "p50_ms": round(ms[len(ms) // 2], 4), "p99_ms": round(ms[-3], 4)}
+    return percentiles(latencies)
 
 
 async def main() -> dict[str, Any]:

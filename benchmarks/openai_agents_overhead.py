@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -28,11 +27,6 @@ from typing import Any
 
 import anyio
 from agent_channel import (
-    AgentRef,
-    ChatMessageTool,
-    ExecutionEvent,
-    MessageAppended,
-    ToolCallStarted,
     UserMessage,
     open_channel,
 )
@@ -41,6 +35,8 @@ from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _adapter_bench import interrupt_latency as served_interrupt_latency
+from _adapter_bench import overhead_figure, per_turn_us, percentiles
 from _adapter_memory import memory
 from react_overhead import interrupt_latency as react_interrupt_latency
 
@@ -101,29 +97,8 @@ async def _served(agent: Agent[Any]) -> None:
 
 async def overhead(small: int = 5, large: int = 25, rounds: int = 11) -> dict[str, Any]:
     ways = {"bare_run": _bare_run, "bare_stream": _bare_stream, "served": _served}
-    agents = {n: _workload(n) for n in (small, large)}
-    times: dict[tuple[str, int], list[float]] = {(w, n): [] for w in ways for n in agents}
-    for way in ways.values():  # warm-up: imports, schema building
-        await way(agents[small])
-    for _ in range(rounds):  # interleaved, so a busy moment hits every way alike
-        for w, way in ways.items():
-            for n, agent in agents.items():
-                t0 = time.perf_counter()
-                await way(agent)
-                times[(w, n)].append(time.perf_counter() - t0)
-
-    def slope(w: str) -> float:
-        a, b = statistics.median(times[(w, small)]), statistics.median(times[(w, large)])
-        return (b - a) / (large - small) * 1e6
-
-    per = {w: slope(w) for w in ways}
-    return {
-        "turns": [small, large],
-        "per_turn_us": {w: round(v, 1) for w, v in per.items()},
-        "ratio_served_vs_bare_stream": round(per["served"] / per["bare_stream"], 3),
-        "ratio_served_vs_bare_run": round(per["served"] / per["bare_run"], 3),
-        "target_ratio": 1.05,
-    }
+    per = await per_turn_us(ways, _workload, small, large, rounds)
+    return overhead_figure(per, small, large)
 
 
 @function_tool
@@ -144,46 +119,7 @@ def _blocking_agent() -> Agent[Any]:
 
 async def interrupt_latency(samples: int = 200) -> dict[str, Any]:
     """From ``ref.interrupt()`` during a tool to the call's cancelled result appended."""
-    agent = _blocking_agent()
-    latencies: list[float] = []
-    t0 = 0.0
-    started = anyio.Event()
-    finished = anyio.Event()
-
-    def on_event(e: ExecutionEvent) -> None:
-        if isinstance(e, ToolCallStarted):
-            started.set()
-        message = e.message if isinstance(e, MessageAppended) else None
-        if isinstance(message, ChatMessageTool) and "cancelled" in (message.error or ""):
-            latencies.append(time.perf_counter() - t0)
-            if len(latencies) >= samples:
-                finished.set()
-
-    async def producer(ref: AgentRef) -> None:
-        nonlocal t0, started
-        for _ in range(samples):
-            await started.wait()
-            started = anyio.Event()
-            t0 = time.perf_counter()
-            ref.interrupt()
-            ref.post(UserMessage("Again."))
-
-    async with open_channel() as ch, anyio.create_task_group() as tg:
-        ref = ch.ref()
-        ref.mark_live()
-        ref.subscribe(on_event)
-        ref.post(UserMessage("go"))
-        tg.start_soon(producer, ref)
-        tg.start_soon(factory(agent)(None))
-        await finished.wait()
-        tg.cancel_scope.cancel()
-    ms = sorted(x * 1e3 for x in latencies)
-    return {
-        "samples": len(ms),
-        "p50_ms": round(ms[len(ms) // 2], 4),
-        "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 4),
-        "max_ms": round(ms[-1], 4),
-    }
+    return await served_interrupt_latency(factory(_blocking_agent())(None), samples)
 
 
 async def bare_cancel(samples: int = 200) -> dict[str, Any]:
@@ -202,8 +138,7 @@ async def bare_cancel(samples: int = 200) -> dict[str, Any]:
                     await asyncio.wait((task,))
                 latencies.append(time.perf_counter() - t0)
                 break
-    ms = sorted(x * 1e3 for x in latencies)
-    return {"samples": len(ms), "p50_ms": round(ms[len(ms) // 2], 4), "p99_ms": round(ms[-3], 4)}
+    return percentiles(latencies)
 
 
 async def main() -> dict[str, Any]:

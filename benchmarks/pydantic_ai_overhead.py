@@ -21,7 +21,6 @@ Run: .venv/bin/python benchmarks/pydantic_ai_overhead.py
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -30,11 +29,6 @@ from typing import Any
 
 import anyio
 from agent_channel import (
-    AgentRef,
-    ChatMessageTool,
-    ExecutionEvent,
-    MessageAppended,
-    ToolCallStarted,
     UserMessage,
     open_channel,
 )
@@ -44,6 +38,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _adapter_bench import interrupt_latency as served_interrupt_latency
+from _adapter_bench import overhead_figure, per_turn_us, percentiles
 from _adapter_memory import memory
 from react_overhead import interrupt_latency as react_interrupt_latency
 
@@ -102,115 +98,48 @@ async def _served(agent: Agent[None, str]) -> None:
 
 async def overhead(small: int = 10, large: int = 45, rounds: int = 21) -> dict[str, Any]:
     ways = {"bare_run": _bare_run, "bare_stream": _bare_stream, "served": _served}
-    agents = {n: _workload(n) for n in (small, large)}
-    times: dict[tuple[str, int], list[float]] = {(w, n): [] for w in ways for n in agents}
-    for way in ways.values():  # warm-up: imports, schema building
-        await way(agents[small])
-    for _ in range(rounds):  # interleaved, so a busy moment hits every way alike
-        for w, way in ways.items():
-            for n, agent in agents.items():
-                t0 = time.perf_counter()
-                await way(agent)
-                times[(w, n)].append(time.perf_counter() - t0)
+    per = await per_turn_us(ways, _workload, small, large, rounds)
+    return overhead_figure(per, small, large)
 
-    def slope(w: str) -> float:
-        a, b = statistics.median(times[(w, small)]), statistics.median(times[(w, large)])
-        return (b - a) / (large - small) * 1e6
 
-    per = {w: slope(w) for w in ways}
-    return {
-        "turns": [small, large],
-        "per_turn_us": {w: round(v, 1) for w, v in per.items()},
-        "ratio_served_vs_bare_stream": round(per["served"] / per["bare_stream"], 3),
-        "ratio_served_vs_bare_run": round(per["served"] / per["bare_run"], 3),
-        "target_ratio": 1.05,
-    }
+def _blocking_agent(started: anyio.Event | None = None) -> Agent[None, str]:
+    """An agent whose every turn calls ``block``, which waits until cancelled."""
+
+    async def streamed(
+        messages: list[ModelMessage], info: AgentInfo
+    ) -> AsyncIterator[str | DeltaToolCalls]:
+        yield {0: DeltaToolCall("block", "{}")}
+
+    agent = Agent(FunctionModel(stream_function=streamed))
+
+    @agent.tool_plain
+    async def block() -> str:
+        if started is not None:
+            started.set()
+        await anyio.sleep_forever()
+        return ""
+
+    return agent
 
 
 async def interrupt_latency(samples: int = 300) -> dict[str, Any]:
     """From ``ref.interrupt()`` during a tool to the call's cancelled result appended."""
-    box: dict[str, Any] = {"done": 0}
-
-    async def streamed(
-        messages: list[ModelMessage], info: AgentInfo
-    ) -> AsyncIterator[str | DeltaToolCalls]:
-        if box["done"] >= samples:
-            yield "Done."
-            return
-        yield {0: DeltaToolCall("block", "{}")}
-
-    agent = Agent(FunctionModel(stream_function=streamed))
-
-    @agent.tool_plain
-    async def block() -> str:
-        await anyio.sleep_forever()
-        return ""
-
-    latencies: list[float] = []
-    t0 = 0.0
-    started = anyio.Event()
-
-    def on_event(e: ExecutionEvent) -> None:
-        nonlocal started
-        if isinstance(e, ToolCallStarted):
-            started.set()
-        message = e.message if isinstance(e, MessageAppended) else None
-        if isinstance(message, ChatMessageTool) and "cancelled" in (message.error or ""):
-            latencies.append(time.perf_counter() - t0)
-            box["done"] += 1
-
-    async def producer(ref: AgentRef) -> None:
-        nonlocal t0, started
-        for _ in range(samples):
-            await started.wait()
-            started = anyio.Event()
-            t0 = time.perf_counter()
-            ref.interrupt()
-            ref.post(UserMessage("Again."))
-
-    async with open_channel() as ch, anyio.create_task_group() as tg:
-        ref = ch.ref()
-        ref.subscribe(on_event)
-        ref.post(UserMessage("go"))
-        tg.start_soon(producer, ref)
-        await factory(agent)(None)()
-    ms = sorted(x * 1e3 for x in latencies)
-    return {
-        "samples": len(ms),
-        "p50_ms": round(ms[len(ms) // 2], 4),
-        "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 4),
-        "max_ms": round(ms[-1], 4),
-    }
+    return await served_interrupt_latency(factory(_blocking_agent())(None), samples)
 
 
 async def bare_cancel(samples: int = 300) -> dict[str, Any]:
     """pydantic-ai alone: a run's task cancelled in a tool, to its teardown's end."""
-    started = anyio.Event()
-
-    async def streamed(
-        messages: list[ModelMessage], info: AgentInfo
-    ) -> AsyncIterator[str | DeltaToolCalls]:
-        yield {0: DeltaToolCall("block", "{}")}
-
-    agent = Agent(FunctionModel(stream_function=streamed))
-
-    @agent.tool_plain
-    async def block() -> str:
-        started.set()
-        await anyio.sleep_forever()
-        return ""
-
     latencies: list[float] = []
     for _ in range(samples):
         started = anyio.Event()
+        agent = _blocking_agent(started)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_bare_stream, agent)
             await started.wait()
             t0 = time.perf_counter()
             tg.cancel_scope.cancel()
         latencies.append(time.perf_counter() - t0)
-    ms = sorted(x * 1e3 for x in latencies)
-    return {"samples": len(ms), "p50_ms": round(ms[len(ms) // 2], 4), "p99_ms": round(ms[-4], 4)}
+    return percentiles(latencies)
 
 
 async def main() -> dict[str, Any]:
