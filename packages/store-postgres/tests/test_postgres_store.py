@@ -4,11 +4,6 @@ stores."""
 
 from __future__ import annotations
 
-import os
-import random
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +22,7 @@ from agent_channel import (
     fold,
     open_channel,
 )
+from agent_channel.testing import run_crash_check
 from agent_channel_postgres import PostgresStore, open_store
 
 PROGRAM = Path(__file__).with_name("store_program.py")
@@ -162,49 +158,19 @@ def test_n6_processes_sharing_a_database_deliver_every_acknowledged_post_once(
     """A process posting from a thread and checkpointing is SIGKILLed at random moments;
     another process (a node of its own, as far as the database can tell) goes on with the
     execution each time. While one holds it, no other may open it. Every post that returned
-    is in the conversation or the queue exactly once, in order; the last restore is here."""
-    rng = random.Random(6)
-    acked: list[int] = []
-    for run in range(6):
-        proc = subprocess.Popen(
-            [sys.executable, str(PROGRAM), postgres_url, "asyncio", str(run * 1_000_000)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
-        for _ in range(rng.randrange(1, 300)):
-            line = proc.stdout.readline()
-            assert line.startswith("ack "), line
-            acked.append(int(line.split()[1]))
-        if run == 0:  # held by a live process: refused here, with one line
-            other = open_store(postgres_url)
-            try:
-                assert [e.id for e in other.executions("running")] == ["e1"]
-                with pytest.raises(StoreError, match="in use by another running server") as e:
-                    other.journal("e1")
-                assert "\n" not in str(e.value)
-            finally:
-                other.close()
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        acked += [
-            int(x.split()[1]) for x in proc.stdout.read().splitlines() if x.startswith("ack ")
-        ]
-    store = open_store(postgres_url)
-    try:
-        restored = store.journal("e1").restored()
-        assert restored is not None
-        delivered = [int(t) for m in restored.messages for t in m.text.split("\n\n")]
-        pending = [int(i.text) for i in restored.pending if isinstance(i, UserMessage)]
-        seen = delivered + pending
-        assert len(seen) == len(set(seen)), "a message was delivered twice"
-        assert seen == sorted(seen), "out of order"
-        missing = set(acked) - set(seen)
-        assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:5]}"
-        assert len(acked) > 6
-    finally:
-        store.close()
+    is in the conversation or the queue exactly once, in order (the core's crash check)."""
+
+    def refused_while_held() -> None:
+        other = open_store(postgres_url)
+        try:
+            assert [e.id for e in other.executions("running")] == ["e1"]
+            with pytest.raises(StoreError, match="in use by another running server") as e:
+                other.journal("e1")
+            assert "\n" not in str(e.value)
+        finally:
+            other.close()
+
+    run_crash_check(postgres_url, kills=6, seed=6, while_held=refused_while_held)
 
 
 # -- D7 ----------------------------------------------------------------------------------

@@ -4,9 +4,6 @@ commit, D6 children lost in a restart, D7 bounds, D8 bad stores."""
 from __future__ import annotations
 
 import hashlib
-import os
-import random
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -27,9 +24,8 @@ from agent_channel import (
     open_channel,
     open_supervisor,
 )
+from agent_channel.testing import run_crash_check
 from agent_channel_sqlite import SqliteStore, default_store_path, open_store
-
-PROGRAM = Path(__file__).with_name("store_program.py")
 
 
 def _texts(store: SqliteStore, execution_id: str) -> list[str]:
@@ -168,43 +164,8 @@ def test_d2_every_acknowledged_post_is_delivered_once_across_sigkills(
 ) -> None:
     """A process posting from a thread and committing boundaries is SIGKILLed at random
     moments and restarted: every post that returned is in the conversation or the queue
-    exactly once, in order, and nothing else is."""
-    path = tmp_path / "s.db"
-    rng = random.Random(19)
-    acked: list[int] = []
-    for run in range(8):
-        first = run * 1_000_000
-        proc = subprocess.Popen(
-            [sys.executable, str(PROGRAM), str(path), backend, str(first)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
-        for _ in range(rng.randrange(1, 400)):  # a random moment, counted in acks
-            line = proc.stdout.readline()
-            assert line.startswith("ack "), line
-            acked.append(int(line.split()[1]))
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        # Acks printed before the kill landed are acks too.
-        acked += [
-            int(x.split()[1]) for x in proc.stdout.read().splitlines() if x.startswith("ack ")
-        ]
-    store = open_store(path)
-    try:
-        restored = store.journal("e1").restored()
-        assert restored is not None
-        delivered = [int(t) for m in restored.messages for t in m.text.split("\n\n")]
-        pending = [int(i.text) for i in restored.pending if isinstance(i, UserMessage)]
-        seen = delivered + pending
-        assert len(seen) == len(set(seen)), "a message was delivered twice"
-        assert seen == sorted(seen), "out of order"
-        missing = set(acked) - set(seen)
-        assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:5]}"
-        assert len(acked) > 8
-    finally:
-        store.close()
+    exactly once, in order, and nothing else is (the core's crash check)."""
+    run_crash_check(str(tmp_path / "s.db"), backend=backend)
 
 
 # -- D6 ----------------------------------------------------------------------------------

@@ -12,6 +12,11 @@ durable in memory, for tests that need no database. The store conformance suite
     def test_conformance(check: StoreCheck, tmp_path) -> None:
         check(lambda: MyStore(tmp_path / "store"))  # each call opens the same location
 
+:func:`run_crash_check` is the promise a process's death tests (D2): a process posting and
+checkpointing through the store is SIGKILLed again and again, and every acknowledged post
+must come back once, in order; a store runs it with a spec :func:`agent_channel.open_store`
+opens (``run_crash_check(str(tmp_path / "s.db"))``, ``run_crash_check(url)``).
+
 Nothing here imports a test framework: plain functions raising :class:`ConformanceError`.
 """
 
@@ -24,6 +29,7 @@ from ._conformance import (
     StoreOpener,
     run_store_checks,
 )
+from ._crash import run_crash_check
 from ._memory import KEEP_FINISHED, KEEP_SECONDS, MemoryJournal, MemoryStore
 
 __all__ = [
@@ -35,5 +41,6 @@ __all__ = [
     "MemoryStore",
     "StoreCheck",
     "StoreOpener",
+    "run_crash_check",
     "run_store_checks",
 ]

@@ -1,12 +1,11 @@
-"""A durable execution in a process of its own (another node, as far as the database can
-tell), for tests that kill it (SIGKILL).
+"""A durable execution in a process of its own, for :func:`run_crash_check` to kill.
 
-    python store_program.py URL BACKEND FIRST
+    python -m agent_channel.testing._crash_program SPEC BACKEND FIRST
 
-A thread posts operator messages numbered from FIRST at random moments and prints
-``ack N`` once ``post`` returned; the consumer folds what it drains into its
-conversation and checkpoints, forever. Restarted on the same store, it goes on from
-the restored conversation, as a consumer would.
+Opens the store ``SPEC`` names (:func:`agent_channel.open_store`). A thread posts operator
+messages numbered from FIRST at random moments and prints ``ack N`` once ``post`` returned;
+the consumer folds what it drains into its conversation and checkpoints, forever.
+Restarted on the same store, it goes on from the restored conversation, as a consumer would.
 """
 
 from __future__ import annotations
@@ -17,14 +16,16 @@ import threading
 import time
 
 import anyio
-import anyio.to_thread
-from agent_channel import ChannelClosed, Conversation, UserMessage, fold, open_channel
-from agent_channel_postgres import open_store
+
+from .. import ChannelClosed, Conversation, UserMessage, fold, open_channel, open_store
+
+EXECUTION = "e1"
+"""The one execution the program runs."""
 
 
-def main(url: str, backend: str, first: int) -> None:
-    store = open_store(url)
-    journal = store.journal("e1", {"program": "store_program"})
+def main(spec: str, backend: str, first: int) -> None:
+    store = open_store(spec)
+    journal = store.journal(EXECUTION, {"program": "crash_program"})
 
     async def run() -> None:
         async with open_channel(journal=journal) as ch:
