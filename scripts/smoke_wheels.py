@@ -41,6 +41,8 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from examples import example
@@ -249,32 +251,6 @@ def smoke_acp(work: Path, core: Path, acp: Path, sqlite: Path, version: str) -> 
     return f"acp: {len(installed)} distributions; {shown}; the README agent served over stdio"
 
 
-PYDANTIC_AI_DRIVER = r"""
-import json
-from importlib.metadata import entry_points
-import anyio
-from agent_channel import UserMessage, open_channel
-import weather
-
-
-async def main():
-    (ep,) = [e for e in entry_points(group="agent_channel.adapters") if e.name == "pydantic-ai"]
-    make = ep.load()(weather.agent)  # what the producer does with --agent weather:agent
-    weather.forecast_seconds = 0
-    with anyio.fail_after(30):  # a hang guard
-        async with open_channel() as ch:
-            ref = ch.ref()
-            ref.post(UserMessage("weather in Paris"))
-            await make(None)()  # not live: it ends once the prompt is answered
-            texts = [m.text for m in ref.messages()]
-    import agent_channel_pydantic_ai
-    print(json.dumps({"texts": texts, "adapter": agent_channel_pydantic_ai.__file__}))
-
-
-anyio.run(main)
-"""
-
-
 def _beside_core(
     work: Path, name: str, wheel: Path, core: Path, needs: str
 ) -> tuple[Path, Path, set[str]]:
@@ -290,86 +266,74 @@ def _beside_core(
     return folder, python, installed
 
 
-def smoke_pydantic_ai(work: Path, core: Path, adapter: Path) -> str:
-    folder, python, installed = _beside_core(work, "pydantic-ai", adapter, core, "pydantic-ai-slim")
-    (folder / "weather.py").write_text(example("pydantic-ai-weather"))
-    (folder / "drive.py").write_text(PYDANTIC_AI_DRIVER)
-    result = json.loads(_run(python, "-E", "-s", "drive.py", cwd=folder).splitlines()[-1])
-    _check(result["adapter"].startswith(str(python.parent.parent)), "adapter from", result)
-    _check(result["texts"][-1] == "It is sunny in Paris.", "the example answered", result)
-    return f"pydantic-ai: {len(installed)} distributions; the example agent answered"
-
-
-OPENAI_AGENTS_DRIVER = r"""
+ADAPTER_DRIVER = r"""
 import json
 from importlib.metadata import entry_points
 import anyio
 from agent_channel import UserMessage, open_channel
-import support
+import {module}
 
 
 async def main():
-    (ep,) = [e for e in entry_points(group="agent_channel.adapters") if e.name == "openai-agents"]
-    make = ep.load()(support.agent)  # what the producer does with --agent support:agent
-    support.lookup_seconds = 0
+    (ep,) = [e for e in entry_points(group="agent_channel.adapters") if e.name == "{name}"]
+    make = ep.load()({module}.{agent})  # what the producer does with --agent {module}:{agent}
+    {module}.{wait} = 0
     with anyio.fail_after(30):  # a hang guard
         async with open_channel() as ch:
             ref = ch.ref()
-            ref.post(UserMessage("where is order 42"))
+            ref.post(UserMessage("{ask}"))
             await make(None)()  # not live: it ends once the prompt is answered
             texts = [m.text for m in ref.messages()]
-    import agent_channel_openai_agents
-    print(json.dumps({"texts": texts, "adapter": agent_channel_openai_agents.__file__}))
+    import {package}
+    print(json.dumps({{"texts": texts, "adapter": {package}.__file__}}))
 
 
 anyio.run(main)
 """
 
 
-def smoke_openai_agents(work: Path, core: Path, adapter: Path) -> str:
-    folder, python, installed = _beside_core(work, "openai-agents", adapter, core, "openai-agents")
-    (folder / "support.py").write_text(example("openai-agents-support"))
-    (folder / "drive.py").write_text(OPENAI_AGENTS_DRIVER)
+@dataclass(frozen=True)
+class AdapterSmoke:
+    """One adapter's wheel smoke: its docs example served through its entry point."""
+
+    name: str
+    """The entry point's name (and the venv's)."""
+    framework: str
+    """The distribution the wheel must pull in."""
+    example: str
+    """The example's name in ``scripts/examples.py``."""
+    module: str
+    agent: str
+    """The example's module and the framework object in it."""
+    wait: str
+    """The example's simulated wait, set to 0."""
+    ask: str
+    answer: str
+    package: str
+    """The adapter's import name."""
+
+
+ADAPTERS = (
+    AdapterSmoke("pydantic-ai", "pydantic-ai-slim", "pydantic-ai-weather", "weather", "agent",
+                 "forecast_seconds", "weather in Paris", "It is sunny in Paris.",
+                 "agent_channel_pydantic_ai"),
+    AdapterSmoke("openai-agents", "openai-agents", "openai-agents-support", "support", "agent",
+                 "lookup_seconds", "where is order 42", "Your order 42 has shipped.",
+                 "agent_channel_openai_agents"),
+    AdapterSmoke("langgraph", "langgraph", "langgraph-forecast", "forecast", "graph",
+                 "forecast_seconds", "weather in Paris", "It is sunny in Paris.",
+                 "agent_channel_langgraph"),
+)  # fmt: skip
+
+
+def smoke_adapter(work: Path, core: Path, adapter: Path, smoke: AdapterSmoke) -> str:
+    folder, python, installed = _beside_core(work, smoke.name, adapter, core, smoke.framework)
+    (folder / f"{smoke.module}.py").write_text(example(smoke.example))
+    (folder / "drive.py").write_text(ADAPTER_DRIVER.format(**vars(smoke)))
     result = json.loads(_run(python, "-E", "-s", "drive.py", cwd=folder).splitlines()[-1])
     _check(result["adapter"].startswith(str(python.parent.parent)), "adapter from", result)
-    _check(result["texts"][-1] == "Your order 42 has shipped.", "the example answered", result)
-    return f"openai-agents: {len(installed)} distributions; the example agent answered"
-
-
-LANGGRAPH_DRIVER = r"""
-import json
-from importlib.metadata import entry_points
-import anyio
-from agent_channel import UserMessage, open_channel
-import forecast
-
-
-async def main():
-    (ep,) = [e for e in entry_points(group="agent_channel.adapters") if e.name == "langgraph"]
-    make = ep.load()(forecast.graph)  # what the producer does with --agent forecast:graph
-    forecast.forecast_seconds = 0
-    with anyio.fail_after(30):  # a hang guard
-        async with open_channel() as ch:
-            ref = ch.ref()
-            ref.post(UserMessage("weather in Paris"))
-            await make(None)()  # not live: it ends once the prompt is answered
-            texts = [m.text for m in ref.messages()]
-    import agent_channel_langgraph
-    print(json.dumps({"texts": texts, "adapter": agent_channel_langgraph.__file__}))
-
-
-anyio.run(main)
-"""
-
-
-def smoke_langgraph(work: Path, core: Path, adapter: Path) -> str:
-    folder, python, installed = _beside_core(work, "langgraph", adapter, core, "langgraph")
-    (folder / "forecast.py").write_text(example("langgraph-forecast"))
-    (folder / "drive.py").write_text(LANGGRAPH_DRIVER)
-    result = json.loads(_run(python, "-E", "-s", "drive.py", cwd=folder).splitlines()[-1])
-    _check(result["adapter"].startswith(str(python.parent.parent)), "adapter from", result)
-    _check(result["texts"][-1] == "It is sunny in Paris.", "the example answered", result)
-    return f"langgraph: {len(installed)} distributions; the example graph answered"
+    _check(result["texts"][-1] == smoke.answer, "the example answered", result)
+    return f"{smoke.name}: {len(installed)} distributions; the example agent answered"
 
 
 def smoke_ray(work: Path, core: Path, ray_wheel: Path) -> str:
@@ -446,16 +410,13 @@ def main(dist: Path) -> None:
         (found,) = dist.glob(f"{name}-*-py3-none-any.whl")
         return found
 
-    core, react, acp, ray_wheel, sqlite, postgres, adapter, oai_adapter, lg_adapter = (
+    core, react, acp, ray_wheel, sqlite, postgres = (
         wheel("agent_channel_core"),
         wheel("agent_channel_react"),
         wheel("agent_channel_acp"),
         wheel("agent_channel_ray"),
         wheel("agent_channel_sqlite"),
         wheel("agent_channel_postgres"),
-        wheel("agent_channel_pydantic_ai"),
-        wheel("agent_channel_openai_agents"),
-        wheel("agent_channel_langgraph"),
     )
     version = acp.name.split("-")[1]
     with tempfile.TemporaryDirectory(prefix="smoke-wheels-") as tmp:
@@ -467,9 +428,7 @@ def main(dist: Path) -> None:
             lambda: smoke_ray(work, core, ray_wheel),
             lambda: smoke_sqlite(work, core, sqlite),
             lambda: smoke_postgres(work, core, postgres),
-            lambda: smoke_pydantic_ai(work, core, adapter),
-            lambda: smoke_openai_agents(work, core, oai_adapter),
-            lambda: smoke_langgraph(work, core, lg_adapter),
+            *(partial(smoke_adapter, work, core, wheel(s.package), s) for s in ADAPTERS),
         )
         # They are independent and mostly wait on subprocesses: run them side by side.
         # A failure (SystemExit from _check) is raised again by result(), in order.
