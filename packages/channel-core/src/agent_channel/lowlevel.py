@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ._adapter_loop import CANCELLED_TEXT, RESTARTED_TEXT, AdapterLoop
 from ._adapters import GROUP as ADAPTERS
 from ._adapters import NotAnAgent, adapted, as_body, as_factory, load_agent
 from ._channel import AgentChannel
@@ -39,10 +40,13 @@ if TYPE_CHECKING:
 __all__ = [
     "ADAPTERS",
     "APPROVALS",
+    "CANCELLED_TEXT",
     "CHILDREN",
     "MAX_QUEUED",
     "QUESTIONS",
+    "RESTARTED_TEXT",
     "RESULT_CHARS",
+    "AdapterLoop",
     "CancelScopeLike",
     "EventLike",
     "Execution",

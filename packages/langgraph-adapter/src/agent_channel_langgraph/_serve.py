@@ -31,20 +31,13 @@ from typing import Any, cast
 
 import agent_channel
 import anyio
-import anyio.lowlevel
 from agent_channel import (
     AgentChannel,
-    AgentInterrupted,
-    CancelReason,
     ChatMessageUser,
-    Conversation,
-    Folded,
     ModelCall,
-    StopReason,
     fold,
-    repair,
-    wait_for_message,
 )
+from agent_channel.lowlevel import AdapterLoop
 from anyio.streams.memory import MemoryObjectSendStream
 from langchain_core.messages import (
     AIMessage,
@@ -73,14 +66,6 @@ from ._convert import (
 from ._detect import MESSAGES
 from ._tools import channelled, tool_nodes
 
-CANCELLED: dict[CancelReason, str] = {
-    "user_cancel": "Tool call cancelled by the operator.",
-    "limit": "Tool call cancelled by a limit.",
-    "system": "Tool call cancelled by the system.",
-}
-RESTARTED = "Tool call interrupted by a restart."
-"""A call in flight when the process died: not run again (it may or may not have taken
-effect; LangGraph does not say which tools are idempotent)."""
 STATE = "langgraph"
 """The checkpoint state's key for the history (its version: 1)."""
 DEFAULT_LIMIT = 10007
@@ -117,17 +102,17 @@ def factory(graph: Graph) -> Callable[[str | None], Body]:
     return make
 
 
-class _Run:
+class _Run(AdapterLoop[BaseMessage]):
     """The loop of one execution: the history, the shown conversation, what is pending."""
 
+    state_key = STATE
+
     def __init__(self, graph: Graph, model: str | None, ch: AgentChannel) -> None:
+        super().__init__(ch)
         self.saver = InMemorySaver()
         self.graph: Graph = channelled(graph, ch, checkpointer=self.saver)
         self.after = tool_nodes(graph)
         self.model = model
-        self.ch = ch
-        self.conv = Conversation(ch)
-        self.history: list[BaseMessage] = []  # what the next prompt's thread starts from
         self.live: list[BaseMessage] | None = None  # the history with the running steps'
         self.paused: str | None = None  # the tool node whose step the run stopped after
         self.threads = 0
@@ -135,40 +120,10 @@ class _Run:
         self.limit = int(
             configured or os.environ.get("LANGGRAPH_DEFAULT_RECURSION_LIMIT", DEFAULT_LIMIT)
         )
-        self.users: list[ChatMessageUser] = []  # taken, not yet in the history
-        self.output: object = None
 
-    # -- the loop ----------------------------------------------------------------------
+    # -- the loop (AdapterLoop's) ----------------------------------------------------
 
-    async def run(self) -> object:
-        ch = self.ch
-        resume = self.restore() if ch.durable else False
-        while True:
-            if not resume:
-                folded = fold(ch.drain())
-                if folded.cancel is not None:  # an interrupt between prompts: honoured here
-                    await self.stop(folded, folded.cancel.reason)
-                    continue
-                self.take(folded)
-                if not self.users:
-                    if not ch.is_live:
-                        ch.stop_reason = "end_turn"
-                        self.checkpoint()
-                        return self.output
-                    self.checkpoint("end_turn")
-                    self.take(await wait_for_message(ch, "end_turn"))
-                    continue
-            try:
-                with ch.scope():
-                    await self.prompt()
-            except AgentInterrupted as e:
-                self.settle()
-                # Let producers act on the cancel (answer their client) before the repair.
-                await anyio.lowlevel.checkpoint()
-                await self.stop(fold(ch.drain()), e.cancel.reason)
-            resume = False
-
-    async def prompt(self) -> None:
+    async def prompt(self, resume: bool) -> None:
         """One operator prompt: a thread seeded with the conversation, streamed step by
         step until the graph ends, operators' messages fed after each tool step."""
         self.history.extend(human(u) for u in self.users)
@@ -325,11 +280,6 @@ class _Run:
 
     # -- pieces ------------------------------------------------------------------------
 
-    def take(self, folded: Folded) -> None:
-        """Messages drained: shown now (as the ReAct loop does), given to the next run."""
-        self.users.extend(folded.messages)
-        self.conv.extend(folded.messages)
-
     def settle(self) -> None:
         """After an interrupt: the history as the stopped steps left it (what landed before
         the stop; a model answer cut off is not in it), its calls repaired in :meth:`stop`."""
@@ -337,48 +287,22 @@ class _Run:
             self.history = list(self.live)
         self.live = None
 
-    async def stop(self, folded: Folded, reason: CancelReason) -> None:
-        """After an interrupt: repair both conversations, then the redirect or a wait."""
-        self.repair(CANCELLED[reason])
-        if not (folded.messages or folded.other) and self.ch.is_live:
-            self.checkpoint("cancelled")  # a restart waits again
-            folded = await wait_for_message(self.ch, "cancelled")
-        self.take(folded)
-
-    def repair(self, text: str) -> None:
-        added = repair_history(self.history, text)
-        fixed = {m.tool_call_id for m in added}
-        for m in repair(self.conv.messages, "user_cancel"):
-            if m.tool_call_id in fixed:
-                m = m.model_copy(update={"content": text, "error": text})
-            self.conv.append(m)
+    def repair_history(self, text: str) -> set[str]:
+        return {m.tool_call_id for m in repair_history(self.history, text)}
 
     # -- durability (F6) ---------------------------------------------------------------
 
-    def checkpoint(
-        self, parked: StopReason | None = None, items: list[BaseMessage] | None = None
-    ) -> None:
-        if not self.ch.durable:
-            return
-        history = messages_to_dict(self.history if items is None else items)
-        self.ch.checkpoint({STATE: 1, "history": history, "parked": parked})
+    def has_unanswered(self) -> bool:
+        return bool(unanswered(self.history))
 
-    def restore(self) -> bool:
-        """Take up what a crash left: the history and the shown conversation. Calls that
-        were in flight get "interrupted by a restart". Returns whether a run goes on at
-        once (the history ends with something the model has not answered)."""
-        restored = self.ch.restored
-        state = restored.state if restored is not None else None
-        if restored is None or not state or state.get(STATE) != 1:
-            return False
-        self.conv.messages[:] = restored.messages
-        history: Any = state.get("history") or []
-        self.history = messages_from_dict(history)
-        if unanswered(self.history):
-            self.repair(RESTARTED)
-        if restored.wait or state.get("parked") is not None:
-            return False  # parks at the loop's top (live) until a message comes
+    def resumes(self) -> bool:
         return not answered_by_model(self.history)
+
+    def dump(self, history: list[BaseMessage]) -> object:
+        return messages_to_dict(history)
+
+    def load(self, data: object) -> list[BaseMessage]:
+        return messages_from_dict(cast("Any", data))
 
 
 def _messages(update: Any) -> list[BaseMessage]:

@@ -22,20 +22,12 @@ from contextlib import ExitStack
 from typing import Any, cast
 
 import anyio
-import anyio.lowlevel
 from agent_channel import (
     AgentChannel,
-    AgentInterrupted,
-    CancelReason,
-    ChatMessageUser,
-    Conversation,
-    Folded,
-    StopReason,
     agent_channel,
     fold,
-    repair,
-    wait_for_message,
 )
+from agent_channel.lowlevel import AdapterLoop
 from agents import (
     Agent,
     RawResponsesStreamEvent,
@@ -57,14 +49,6 @@ from ._convert import (
 )
 from ._tools import channelled
 
-CANCELLED: dict[CancelReason, str] = {
-    "user_cancel": "Tool call cancelled by the operator.",
-    "limit": "Tool call cancelled by a limit.",
-    "system": "Tool call cancelled by the system.",
-}
-RESTARTED = "Tool call interrupted by a restart."
-"""A call in flight when the process died: not run again (it may or may not have taken
-effect; the SDK does not say which tools are idempotent)."""
 STATE = "openai_agents"
 """The checkpoint state's key for the history (its version: 1)."""
 
@@ -93,54 +77,24 @@ def factory(agent: Agent[Any]) -> Callable[[str | None], Body]:
     return make
 
 
-class _Run:
+class _Run(AdapterLoop[Item]):
     """The loop of one execution: the history, the shown conversation, what is pending."""
 
+    state_key = STATE
+
     def __init__(self, agent: Agent[Any], model: str | None, ch: AgentChannel) -> None:
+        super().__init__(ch)
         self.agent = channelled(agent, ch)  # the agent whose turn is next (handoffs move it)
         self.clones: dict[int, Agent[Any]] = {id(agent): self.agent, id(self.agent): self.agent}
         self.model = model
         self.config = RunConfig(model=model) if model else None
-        self.ch = ch
-        self.conv = Conversation(ch)
-        self.history: list[Item] = []  # what the next run reads
         self.streamed: list[Item] = []  # the items the run in progress has streamed so far
         self.names: dict[str, str] = {}  # call id -> tool name, for results
-        self.users: list[ChatMessageUser] = []  # taken, not yet in the history
         self.live: Any = None  # the streamed run in progress
-        self.output: object = None
 
-    # -- the loop ----------------------------------------------------------------------
+    # -- the loop (AdapterLoop's) ----------------------------------------------------
 
-    async def run(self) -> object:
-        ch = self.ch
-        resume = self.restore() if ch.durable else False
-        while True:
-            if not resume:
-                folded = fold(ch.drain())
-                if folded.cancel is not None:  # an interrupt between prompts: honoured here
-                    await self.stop(folded, folded.cancel.reason)
-                    continue
-                self.take(folded)
-                if not self.users:
-                    if not ch.is_live:
-                        ch.stop_reason = "end_turn"
-                        self.checkpoint()
-                        return self.output
-                    self.checkpoint("end_turn")
-                    self.take(await wait_for_message(ch, "end_turn"))
-                    continue
-            try:
-                with ch.scope():
-                    await self.prompt()
-            except AgentInterrupted as e:
-                self.settle()
-                # Let producers act on the cancel (answer their client) before the repair.
-                await anyio.lowlevel.checkpoint()
-                await self.stop(fold(ch.drain()), e.cancel.reason)
-            resume = False
-
-    async def prompt(self) -> None:
+    async def prompt(self, resume: bool) -> None:
         """One operator prompt: a run per turn until the model answers without tools."""
         while True:
             self.history.extend(user_item(u) for u in self.users)
@@ -216,11 +170,6 @@ class _Run:
 
     # -- pieces ------------------------------------------------------------------------
 
-    def take(self, folded: Folded) -> None:
-        """Messages drained: shown now (as the ReAct loop does), given to the next run."""
-        self.users.extend(folded.messages)
-        self.conv.extend(folded.messages)
-
     def settle(self) -> None:
         """After an interrupt: the history as the stopped run left it, its unanswered calls
         kept (``to_input_list()`` would drop them; they are repaired in :meth:`stop`)."""
@@ -229,21 +178,8 @@ class _Run:
         self.live = None
         self.streamed = []
 
-    async def stop(self, folded: Folded, reason: CancelReason) -> None:
-        """After an interrupt: repair both conversations, then the redirect or a wait."""
-        self.repair(CANCELLED[reason])
-        if not (folded.messages or folded.other) and self.ch.is_live:
-            self.checkpoint("cancelled")  # a restart waits again
-            folded = await wait_for_message(self.ch, "cancelled")
-        self.take(folded)
-
-    def repair(self, text: str) -> None:
-        added = repair_history(self.history, text)
-        fixed = {str(i["call_id"]) for i in added}
-        for m in repair(self.conv.messages, "user_cancel"):
-            if m.tool_call_id in fixed:
-                m = m.model_copy(update={"content": text, "error": text})
-            self.conv.append(m)
+    def repair_history(self, text: str) -> set[str]:
+        return {str(i["call_id"]) for i in repair_history(self.history, text)}
 
     def clone(self, agent: Agent[Any]) -> Agent[Any]:
         """``agent`` with its function tools seen (:func:`channelled`), made once each."""
@@ -263,28 +199,17 @@ class _Run:
 
     # -- durability (F6) ---------------------------------------------------------------
 
-    def checkpoint(self, parked: StopReason | None = None, items: list[Item] | None = None) -> None:
-        if not self.ch.durable:
-            return
-        history = self.history if items is None else items
-        self.ch.checkpoint({STATE: 1, "history": history, "parked": parked})
+    def has_unanswered(self) -> bool:
+        return bool(unanswered(self.history))
 
-    def restore(self) -> bool:
-        """Take up what a crash left: the history and the shown conversation. Calls that
-        were in flight get "interrupted by a restart". Returns whether a run goes on at
-        once (the history ends with something the model has not answered)."""
-        restored = self.ch.restored
-        state = restored.state if restored is not None else None
-        if restored is None or not state or state.get(STATE) != 1:
-            return False
-        self.conv.messages[:] = restored.messages
-        history: Any = state.get("history") or []
-        self.history = cast("list[Item]", list(history))
-        if unanswered(self.history):
-            self.repair(RESTARTED)
-        if restored.wait or state.get("parked") is not None:
-            return False  # parks at the loop's top (live) until a message comes
+    def resumes(self) -> bool:
         return not answered_by_model(self.history)
+
+    def dump(self, history: list[Item]) -> object:
+        return history  # the SDK's input items are JSON already
+
+    def load(self, data: object) -> list[Item]:
+        return cast("list[Item]", list(cast("list[object]", data)))
 
 
 SETTLE = 10.0

@@ -19,21 +19,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-import anyio
-import anyio.lowlevel
 from agent_channel import (
     AgentChannel,
-    AgentInterrupted,
-    CancelReason,
-    ChatMessageUser,
-    Conversation,
-    Folded,
-    StopReason,
     agent_channel,
     fold,
-    repair,
-    wait_for_message,
 )
+from agent_channel.lowlevel import AdapterLoop
 from pydantic_ai import Agent
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.messages import (
@@ -62,14 +53,6 @@ from ._convert import (
 )
 from ._tools import Channelled
 
-CANCELLED: dict[CancelReason, str] = {
-    "user_cancel": "Tool call cancelled by the operator.",
-    "limit": "Tool call cancelled by a limit.",
-    "system": "Tool call cancelled by the system.",
-}
-RESTARTED = "Tool call interrupted by a restart."
-"""A call in flight when the process died: not run again (it may or may not have taken
-effect; pydantic-ai does not say which tools are idempotent)."""
 STATE = "pydantic_ai"
 """The checkpoint state's key for the history (its version: 1)."""
 
@@ -97,18 +80,17 @@ def factory(agent: AbstractAgent[Any, Any]) -> Callable[[str | None], Body]:
     return make
 
 
-class _Run:
+class _Run(AdapterLoop[ModelMessage]):
     """The loop of one execution: the history, the shown conversation, what is pending."""
 
+    state_key = STATE
+
     def __init__(self, agent: AbstractAgent[Any, Any], model: str | None, ch: AgentChannel):
+        super().__init__(ch)
         self.agent = agent
         self.model = model
-        self.ch = ch
-        self.conv = Conversation(ch)
-        self.history: list[ModelMessage] = []
         self.shown: set[tuple[object, ...]] = set()  # the request parts shown, by key (_key)
         self.scanned = 0  # where the next sync starts reading: the last response it saw
-        self.users: list[ChatMessageUser] = []  # taken, not yet in a run
         self.ours: list[tuple[str, Prompt]] = []  # shown, not yet in a request
         self.unsent: list[Prompt] = []  # shown; their run ended before sending them
         self.later: list[Prompt] = []  # a first run's prompts after its first (shown)
@@ -118,37 +100,11 @@ class _Run:
         self.streaming: int | None = None  # a response streams: the history's length before
         self.live: Any = None  # the pydantic-ai run in progress (its history, interrupted)
         self.tools = Channelled(ch)
-        self.output: object = None
 
-    # -- the loop ----------------------------------------------------------------------
+    # -- the loop (AdapterLoop's) ----------------------------------------------------
 
-    async def run(self) -> object:
-        ch = self.ch
-        resume = self.restore() if ch.durable else False
-        while True:
-            if not resume:
-                folded = fold(ch.drain())
-                if folded.cancel is not None:  # an interrupt between runs: honoured here
-                    await self.stop(folded, folded.cancel.reason)
-                    continue
-                self.take(folded)
-                if not (self.users or self.unsent):
-                    if not ch.is_live:
-                        ch.stop_reason = "end_turn"
-                        self.checkpoint()
-                        return self.output
-                    self.checkpoint("end_turn")
-                    self.take(await wait_for_message(ch, "end_turn"))
-                    continue
-            try:
-                with ch.scope():
-                    await self.prompt(resume)
-            except AgentInterrupted as e:
-                self.settle()
-                # Let producers act on the cancel (answer their client) before the repair.
-                await anyio.lowlevel.checkpoint()
-                await self.stop(fold(ch.drain()), e.cancel.reason)
-            resume = False
+    def waiting(self) -> bool:
+        return bool(self.users or self.unsent)
 
     async def prompt(self, resume: bool) -> None:
         """One pydantic-ai run: the taken messages (or, restored, the history's own next
@@ -214,11 +170,6 @@ class _Run:
 
     # -- pieces ------------------------------------------------------------------------
 
-    def take(self, folded: Folded) -> None:
-        """Messages drained: shown now (as the ReAct loop does), given to the next run."""
-        self.users.extend(folded.messages)
-        self.conv.extend(folded.messages)
-
     def feed(self, run: Any) -> None:
         """Before a model request: what operators queued since, shown and handed to
         pydantic-ai's own queue for this very request (after its tool results), in order."""
@@ -274,24 +225,14 @@ class _Run:
                 shown.update(_key(p) for p in fresh)
                 self.conv.extend(request_parts(ModelRequest(parts=fresh), self.ours))
 
-    async def stop(self, folded: Folded, reason: CancelReason) -> None:
-        """After an interrupt: repair both conversations, then the redirect or a wait."""
-        self.repair(CANCELLED[reason])
-        redirect = folded.messages or folded.other or self.redirected  # came with the interrupt
-        self.redirected = False
-        if not redirect and self.ch.is_live:
-            self.checkpoint("cancelled")  # a restart waits again
-            folded = await wait_for_message(self.ch, "cancelled")
-        self.take(folded)
+    def came_with_interrupt(self) -> bool:
+        redirected, self.redirected = self.redirected, False
+        return redirected
 
-    def repair(self, text: str) -> None:
+    def repair_history(self, text: str) -> set[str]:
         results = repair_history(self.history, text)
-        fixed = {r.tool_call_id for r in results}
-        for m in repair(self.conv.messages, "user_cancel"):
-            if m.tool_call_id in fixed:
-                m = m.model_copy(update={"content": text, "error": text})
-            self.conv.append(m)
-        self.shown.update(_key(r) for r in results)  # shown just now, by the conversation's repair
+        self.shown.update(_key(r) for r in results)  # shown by the conversation's repair
+        return {r.tool_call_id for r in results}
 
     def shown_all(self) -> None:
         self.shown.update(
@@ -306,29 +247,20 @@ class _Run:
 
     # -- durability (F6) ---------------------------------------------------------------
 
-    def checkpoint(self, parked: StopReason | None = None) -> None:
-        if not self.ch.durable:
-            return
-        history = ModelMessagesTypeAdapter.dump_python(self.history, mode="json")
-        self.ch.checkpoint({STATE: 1, "history": history, "parked": parked})
-
-    def restore(self) -> bool:
-        """Take up what a crash left: the history and the shown conversation. Calls that
-        were in flight get "interrupted by a restart". Returns whether a run goes on at
-        once (the history ends in a request the model has not answered)."""
-        restored = self.ch.restored
-        state = restored.state if restored is not None else None
-        if restored is None or not state or state.get(STATE) != 1:
-            return False
-        self.conv.messages[:] = restored.messages
-        self.history = ModelMessagesTypeAdapter.validate_python(state.get("history") or [])
+    def adopted(self) -> None:
         self.shown_all()
-        if unanswered(self.history):
-            self.repair(RESTARTED)
-        parked = state.get("parked")
-        if restored.wait or parked is not None:
-            return False  # parks at the loop's top (live) until a message comes
+
+    def has_unanswered(self) -> bool:
+        return bool(unanswered(self.history))
+
+    def resumes(self) -> bool:
         return bool(self.history) and isinstance(self.history[-1], ModelRequest)
+
+    def dump(self, history: list[ModelMessage]) -> object:
+        return ModelMessagesTypeAdapter.dump_python(history, mode="json")
+
+    def load(self, data: object) -> list[ModelMessage]:
+        return ModelMessagesTypeAdapter.validate_python(data)
 
 
 def _empty(message: ModelMessage) -> bool:
