@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from agent_channel import UserMessage, open_channel
+from agent_channel import AgentChannel, UserMessage, open_channel
 from agent_channel.lowlevel import CANCELLED_TEXT, RESTARTED_TEXT, AdapterLoop
 from agent_channel.testing import MemoryStore
 
@@ -18,8 +18,8 @@ class Toy(AdapterLoop[str]):
 
     state_key = "toy"
 
-    def __init__(self, ch: object) -> None:
-        super().__init__(ch)  # type: ignore[arg-type]
+    def __init__(self, ch: AgentChannel) -> None:
+        super().__init__(ch)
         self.calling = anyio.Event()
 
     async def prompt(self, resume: bool) -> None:
