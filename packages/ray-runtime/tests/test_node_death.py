@@ -5,9 +5,14 @@ A head (``ray start --head``, no CPU: the registry lives there) and two nodes wi
 ``agent`` resource join it, each a ``ray start`` of its own temp dir. A driver (a process
 of its own: the test process is the session cluster's) launches a durable execution that
 needs ``agent``, posts from a thread while the test kills the node that hosts it, again
-and again (the killed node is started afresh, so the next kill finds one to move to).
+and again (the killed node is started afresh, so the next kill finds one to move to). The
+execution is a ReAct agent whose every prompt calls a tool, so a kill lands mid-tool now
+and then. The head checks its nodes' health every second (:data:`HEALTH_CHECK`): a kill
+costs a few seconds, not Ray's default 15 s before the node is marked dead.
 Checked from the client side only: every acknowledged message is in the conversation
-exactly once, no message twice, and the ref (never a new one) reaches it after each kill.
+exactly once and in order, no message twice, every tool call has exactly one result (ids
+unique), and the ref (never a new one) reaches it after each kill; a fresh ref reads the
+same conversation. On a SQLite file, and once on a PostgreSQL database (N5's shared store).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ HERE = Path(__file__).parent
 KILLS = 10
 """Node kills in the CI form; ``-m soak`` runs :data:`SOAK_KILLS`."""
 SOAK_KILLS = 50
+PG_KILLS = 2
+"""Node kills on a PostgreSQL store (the store differs, not the storm)."""
 HEALTH_CHECK = json.dumps(
     {
         "health_check_period_ms": 1000,
@@ -131,7 +138,7 @@ ref.end()
 """
 
 
-def _run_fleet(kills: int) -> None:
+def _run_fleet(kills: int, store: str | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="ray-n5-", dir="/tmp") as tmp:
         env = ray_env(tmp, RAY_AUTH_MODE="token")
         with ray_head("--num-cpus=0", f"--system-config={HEALTH_CHECK}", env=env) as head:
@@ -158,7 +165,7 @@ def _run_fleet(kills: int) -> None:
                         "-c",
                         DRIVER,
                         head.address,
-                        str(Path(tmp) / "store.db"),
+                        store or str(Path(tmp) / "store.db"),
                         str(HERE),
                         str(kills),
                     ],
@@ -234,6 +241,11 @@ def test_n5_an_execution_survives_its_node_killed_mid_turn() -> None:
 @pytest.mark.soak
 def test_n5_soak_many_node_kills() -> None:
     _run_fleet(SOAK_KILLS)
+
+
+def test_n5_survives_its_node_on_a_postgresql_store(postgres_url: str) -> None:
+    """The shared store N5 is about: a database every node reaches, not a file."""
+    _run_fleet(PG_KILLS, store=postgres_url)
 
 
 del os
