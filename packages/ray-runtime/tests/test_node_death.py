@@ -63,8 +63,13 @@ ref = acr.launch(
 eid = ref.execution_id
 
 def node_dir():
-    # the temp dir of the node hosting the execution (its plasma socket lives under it)
-    node = state.actors(ref.host._actor_id.hex())["Address"]["NodeID"]
+    # the temp dir of the node hosting the execution (its plasma socket lives under it),
+    # once its host is alive there: a restart may be tried on a node killed but not yet
+    # marked dead, whose lease fails
+    actor = state.actors(ref.host._actor_id.hex())
+    if actor["State"] != "ALIVE":
+        return None
+    node = actor["Address"]["NodeID"]
     for n in ray.nodes():
         if n["NodeID"] == node and n["Alive"]:
             return n["ObjectStoreSocketName"].split("/session_")[0]
@@ -94,6 +99,9 @@ for kill in range(int(sys.argv[4])):
         assert thread.is_alive(), errors
         time.sleep(0.01)
     where = node_dir()
+    while where is None:  # its host between nodes (a node taken for dead): wait for it
+        time.sleep(0.05)
+        where = node_dir()
     print(json.dumps({"kill": where}), flush=True)
     assert sys.stdin.readline().strip() == "killed"
     killed = time.monotonic()
@@ -157,6 +165,7 @@ def _run_fleet(kills: int, store: str | None = None) -> None:
                 return node
 
             errors = (Path(tmp) / "driver.err").open("w")
+            driver: subprocess.Popen[str] | None = None
             try:
                 worker(), worker()
                 driver = subprocess.Popen(
@@ -177,6 +186,7 @@ def _run_fleet(kills: int, store: str | None = None) -> None:
                 )
                 assert driver.stdin is not None and driver.stdout is not None
                 guard = threading.Timer(GUARD, driver.kill)  # a hung driver fails, not hangs
+                guard.daemon = True  # and a failed test leaves no thread to wait for
                 guard.start()
                 result: dict[str, Any] = {}
                 for line in driver.stdout:
@@ -184,7 +194,8 @@ def _run_fleet(kills: int, store: str | None = None) -> None:
                         continue  # Ray's own lines
                     said = json.loads(line)
                     if "kill" in said:
-                        victim = next(n for n in nodes if n.temp_dir == said["kill"])
+                        victim = next((n for n in nodes if n.temp_dir == said["kill"]), None)
+                        assert victim is not None, f"hosted on no node of ours: {said}"
                         victim.context.__exit__(None, None, None)  # type: ignore[attr-defined]
                         nodes.remove(victim)
                         worker()  # the next kill has somewhere to move to
@@ -196,6 +207,9 @@ def _run_fleet(kills: int, store: str | None = None) -> None:
                 guard.cancel()
                 assert driver.returncode == 0, (Path(tmp) / "driver.err").read_text()[-4000:]
             finally:
+                if driver is not None and driver.poll() is None:
+                    driver.kill()  # the test failed under it: it goes too
+                    driver.wait(GUARD)
                 errors.close()
                 for node in nodes:
                     node.context.__exit__(None, None, None)  # type: ignore[attr-defined]
