@@ -127,3 +127,33 @@ async def durable_inbox() -> int:
                 messages.append(message)
                 ch.publish(MessageAppended(message=message, index=len(messages) - 1))
         ch.checkpoint()
+
+
+def durable_tool_agent() -> object:
+    """An interactive ReAct agent whose every prompt calls a tool (a short wait, for a node
+    to die in) and then answers: run it durably, it goes on from its store (the loop
+    settles a call cut off by a crash, D4). A body with its state: launch it as it is."""
+    import functools
+
+    from agent_channel import ChatMessageUser
+    from agent_channel_react import AgentState, ScriptedModel, call, react, reply, tool, tool_call
+
+    @tool(kind="other", title="Working")
+    async def work(note: str) -> str:
+        """Work on a note.
+
+        Args:
+            note: What to work on.
+        """
+        await anyio.sleep(0.05)
+        return f"worked on {note}"
+
+    def script(messages: object, tools: object) -> object:
+        del tools
+        last = list(messages)[-1] if messages else None  # type: ignore[call-overload]
+        if isinstance(last, ChatMessageUser):  # a prompt (or a steer after a result): a call
+            return call(tool_call("work", note=last.text[:20]))
+        return reply("done")  # after the results (a restart's "interrupted" ones too)
+
+    agent = react(model=ScriptedModel(script), tools=[work], submit=False)  # type: ignore[arg-type]
+    return functools.partial(agent, AgentState())

@@ -5,9 +5,14 @@ A head (``ray start --head``, no CPU: the registry lives there) and two nodes wi
 ``agent`` resource join it, each a ``ray start`` of its own temp dir. A driver (a process
 of its own: the test process is the session cluster's) launches a durable execution that
 needs ``agent``, posts from a thread while the test kills the node that hosts it, again
-and again (the killed node is started afresh, so the next kill finds one to move to).
+and again (the killed node is started afresh, so the next kill finds one to move to). The
+execution is a ReAct agent whose every prompt calls a tool, so a kill lands mid-tool now
+and then. The head checks its nodes' health every second (:data:`HEALTH_CHECK`): a kill
+costs a few seconds, not Ray's default 15 s before the node is marked dead.
 Checked from the client side only: every acknowledged message is in the conversation
-exactly once, no message twice, and the ref (never a new one) reaches it after each kill.
+exactly once and in order, no message twice, every tool call has exactly one result (ids
+unique), and the ref (never a new one) reaches it after each kill; a fresh ref reads the
+same conversation. On a SQLite file, and once on a PostgreSQL database (N5's shared store).
 """
 
 from __future__ import annotations
@@ -25,9 +30,20 @@ import pytest
 from nodes import Node, ray_env, ray_head, ray_node
 
 HERE = Path(__file__).parent
-KILLS = 2
+KILLS = 10
 """Node kills in the CI form; ``-m soak`` runs :data:`SOAK_KILLS`."""
-SOAK_KILLS = 10
+SOAK_KILLS = 50
+PG_KILLS = 2
+"""Node kills on a PostgreSQL store (the store differs, not the storm)."""
+HEALTH_CHECK = json.dumps(
+    {
+        "health_check_period_ms": 1000,
+        "health_check_timeout_ms": 1000,
+        "health_check_failure_threshold": 3,
+    }
+)
+"""The head's node health check: a dead node is marked so in about 3 s, not Ray's 15 s
+(a check every 3 s, 5 misses), so a kill costs a few seconds (docs/ray.md's advice)."""
 GUARD = 600.0
 """Seconds the driver may take in all (a hang guard, not a measure)."""
 AGENT = json.dumps({"agent": 1})
@@ -37,24 +53,29 @@ import json, sys, threading, time
 sys.path.insert(0, sys.argv[3])
 import agent_channel_ray as acr, ray, cluster_bodies as bodies
 from ray._private import state
-from agent_channel import UserMessage
+from agent_channel import ChatMessageAssistant, ChatMessageTool, ChatMessageUser, UserMessage
 acr.connect(sys.argv[1])
 ray.cloudpickle.register_pickle_by_value(bodies)
 ref = acr.launch(
-    bodies.durable_inbox, store=sys.argv[2], options={"resources": {"agent": 0.001}},
-    title="survivor",
+    bodies.durable_tool_agent(), store=sys.argv[2], options={"resources": {"agent": 0.001}},
+    title="survivor", live=True,
 )
 eid = ref.execution_id
 
 def node_dir():
-    # the temp dir of the node hosting the execution (its plasma socket lives under it)
-    node = state.actors(ref.host._actor_id.hex())["Address"]["NodeID"]
+    # the temp dir of the node hosting the execution (its plasma socket lives under it),
+    # once its host is alive there: a restart may be tried on a node killed but not yet
+    # marked dead, whose lease fails
+    actor = state.actors(ref.host._actor_id.hex())
+    if actor["State"] != "ALIVE":
+        return None
+    node = actor["Address"]["NodeID"]
     for n in ray.nodes():
         if n["NodeID"] == node and n["Alive"]:
             return n["ObjectStoreSocketName"].split("/session_")[0]
     return None
 
-acked, unacked, errors, stop = [], [], [], threading.Event()
+acked, unacked, errors, kill_times, stop = [], [], [], [], threading.Event()
 
 def poster():
     i = 0
@@ -78,34 +99,57 @@ for kill in range(int(sys.argv[4])):
         assert thread.is_alive(), errors
         time.sleep(0.01)
     where = node_dir()
+    while where is None:  # its host between nodes (a node taken for dead): wait for it
+        time.sleep(0.05)
+        where = node_dir()
     print(json.dumps({"kill": where}), flush=True)
     assert sys.stdin.readline().strip() == "killed"
-    deadline = time.monotonic() + 120
+    killed = time.monotonic()
+    deadline = killed + 120
     while node_dir() in (None, where):  # restarted elsewhere
         assert time.monotonic() < deadline, "not restarted on another node"
         time.sleep(0.05)
+    kill_times.append(round(time.monotonic() - killed, 1))
 stop.set()
 thread.join()
+
+def texts(messages):
+    # the posted texts in the conversation, in order (a fold joins a run of them)
+    return [p for m in messages if isinstance(m, ChatMessageUser)
+            for p in m.text.split("\\n\\n") if p[:1] == "m" and p[1:].isdigit()]
+
+def settled(messages):
+    # the last turn answered: no call left without its result
+    return bool(messages) and isinstance(messages[-1], ChatMessageAssistant) \
+        and not messages[-1].tool_calls
+
 deadline = time.monotonic() + 120
 while True:
-    texts = [m.text for m in ref.messages()]
-    if set(acked) <= set(texts):
+    messages = ref.messages()
+    if set(acked) <= set(texts(messages)) and settled(messages):
         break
-    assert time.monotonic() < deadline, (sorted(set(acked) - set(texts)), len(texts))
+    assert time.monotonic() < deadline, (sorted(set(acked) - set(texts(messages))), messages[-1:])
     time.sleep(0.05)
-same = acr.ref_for(eid)
-print(json.dumps({"acked": acked, "unacked": unacked, "texts": texts, "errors": errors,
+same = acr.ref_for(eid).messages()  # a fresh ref: the same conversation
+conversation = [
+    {"role": m.role, "calls": [c.id for c in m.tool_calls]} if isinstance(m, ChatMessageAssistant)
+    else {"role": m.role, "result": m.tool_call_id} if isinstance(m, ChatMessageTool)
+    else {"role": m.role}
+    for m in messages
+]
+print(json.dumps({"acked": acked, "unacked": unacked, "texts": texts(messages),
+                  "conversation": conversation, "errors": errors, "kills": kill_times,
                   "running": [r.status for r in acr.executions() if r.execution_id == eid],
-                  "same": set(acked) <= {m.text for m in same.messages()}}),
+                  "same": set(acked) <= set(texts(same))}),
       flush=True)
 ref.end()
 """
 
 
-def _run_fleet(kills: int) -> None:
+def _run_fleet(kills: int, store: str | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="ray-n5-", dir="/tmp") as tmp:
         env = ray_env(tmp, RAY_AUTH_MODE="token")
-        with ray_head("--num-cpus=0", env=env) as head:
+        with ray_head("--num-cpus=0", f"--system-config={HEALTH_CHECK}", env=env) as head:
             nodes: list[Node] = []
 
             def worker() -> Node:
@@ -121,6 +165,7 @@ def _run_fleet(kills: int) -> None:
                 return node
 
             errors = (Path(tmp) / "driver.err").open("w")
+            driver: subprocess.Popen[str] | None = None
             try:
                 worker(), worker()
                 driver = subprocess.Popen(
@@ -129,7 +174,7 @@ def _run_fleet(kills: int) -> None:
                         "-c",
                         DRIVER,
                         head.address,
-                        str(Path(tmp) / "store.db"),
+                        store or str(Path(tmp) / "store.db"),
                         str(HERE),
                         str(kills),
                     ],
@@ -141,6 +186,7 @@ def _run_fleet(kills: int) -> None:
                 )
                 assert driver.stdin is not None and driver.stdout is not None
                 guard = threading.Timer(GUARD, driver.kill)  # a hung driver fails, not hangs
+                guard.daemon = True  # and a failed test leaves no thread to wait for
                 guard.start()
                 result: dict[str, Any] = {}
                 for line in driver.stdout:
@@ -148,7 +194,8 @@ def _run_fleet(kills: int) -> None:
                         continue  # Ray's own lines
                     said = json.loads(line)
                     if "kill" in said:
-                        victim = next(n for n in nodes if n.temp_dir == said["kill"])
+                        victim = next((n for n in nodes if n.temp_dir == said["kill"]), None)
+                        assert victim is not None, f"hosted on no node of ours: {said}"
                         victim.context.__exit__(None, None, None)  # type: ignore[attr-defined]
                         nodes.remove(victim)
                         worker()  # the next kill has somewhere to move to
@@ -160,6 +207,9 @@ def _run_fleet(kills: int) -> None:
                 guard.cancel()
                 assert driver.returncode == 0, (Path(tmp) / "driver.err").read_text()[-4000:]
             finally:
+                if driver is not None and driver.poll() is None:
+                    driver.kill()  # the test failed under it: it goes too
+                    driver.wait(GUARD)
                 errors.close()
                 for node in nodes:
                     node.context.__exit__(None, None, None)  # type: ignore[attr-defined]
@@ -167,12 +217,35 @@ def _run_fleet(kills: int) -> None:
         assert isinstance(acked, list) and isinstance(texts, list)
         print(
             f"{kills} kills: {len(acked)} acknowledged, {len(result['unacked'])} not "
-            f"(host restarted during the post), {len(texts)} folded in"
+            f"(host restarted during the post), {len(texts)} folded in; "
+            f"kill -> on another node (s): {result['kills']}"
         )
         assert len(texts) == len(set(texts)), "a message folded in twice"
         assert set(acked) <= set(texts), "an acknowledged message lost"
+        assert [t for t in texts if t in set(acked)] == acked, "acknowledged out of order"
+        one_result_per_call(result["conversation"])
         assert result["running"] == ["running"] and result["same"]
         assert result["errors"] == []
+
+
+def one_result_per_call(conversation: list[dict[str, Any]]) -> None:
+    """Every tool call has exactly one result, right after its message; ids are unique
+    (across restarts too: a restored model goes on after the highest)."""
+    calls = [c for m in conversation for c in m.get("calls", [])]
+    assert calls, "no tool call: the storm tested no tool"
+    assert len(calls) == len(set(calls)), f"a tool call id twice: {calls}"
+    results = [m["result"] for m in conversation if m["role"] == "tool"]
+    assert sorted(results) == sorted(calls), "a call without one result (or a stray one)"
+    i = 0
+    while i < len(conversation):
+        m = conversation[i]
+        assert m["role"] != "tool", f"result {i} follows no call"
+        i += 1
+        got: list[str] = []
+        while m.get("calls") and i < len(conversation) and conversation[i]["role"] == "tool":
+            got.append(conversation[i]["result"])
+            i += 1
+        assert sorted(got) == sorted(m.get("calls", [])), f"message {i}: {got} for {m}"
 
 
 def test_n5_an_execution_survives_its_node_killed_mid_turn() -> None:
@@ -182,6 +255,11 @@ def test_n5_an_execution_survives_its_node_killed_mid_turn() -> None:
 @pytest.mark.soak
 def test_n5_soak_many_node_kills() -> None:
     _run_fleet(SOAK_KILLS)
+
+
+def test_n5_survives_its_node_on_a_postgresql_store(postgres_url: str) -> None:
+    """The shared store N5 is about: a database every node reaches, not a file."""
+    _run_fleet(PG_KILLS, store=postgres_url)
 
 
 del os
