@@ -191,17 +191,10 @@ def weather() -> Iterator[Any]:
     sys.modules.pop("weather", None)
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # pydantic-ai's runs are asyncio's
-async def test_the_pydantic_ai_example_is_stopped_in_its_tool_and_redirected(
-    weather: Any,
-) -> None:
-    """docs/examples/weather.py, served as ``serve --agent weather:agent`` serves it (its
-    adapter, found by entry point, makes the factory): stopped in the slow tool, the call
-    gets its cancelled result, and the redirect goes on in the same conversation."""
-    from agent_channel_pydantic_ai import adapt
-
-    make = adapt(weather.agent)
-    assert make is not None
+async def _stopped_in_paris_then_rome(make: Any, example: Any) -> None:
+    """The weather examples' run: stopped in the slow tool (Paris), the call gets its
+    cancelled result, and the redirect (Rome, the tool made quick) goes on in the same
+    conversation."""
     events: list[ExecutionEvent] = []
     answered = anyio.Event()
     with anyio.fail_after(20):  # a hang guard
@@ -214,7 +207,7 @@ async def test_the_pydantic_ai_example_is_stopped_in_its_tool_and_redirected(
                 if isinstance(event, ToolCallStarted) and event.arguments["city"] == "Paris":
                     ref.interrupt(Cancel("user_cancel"))  # Esc, or the editor's stop
                 if isinstance(event, TurnCancelled):
-                    weather.forecast_seconds = 0
+                    example.forecast_seconds = 0
                     ref.post(UserMessage("then weather in Rome"))
                 if isinstance(event, AwaitingInput) and event.stop_reason == "end_turn":
                     answered.set()
@@ -233,6 +226,20 @@ async def test_the_pydantic_ai_example_is_stopped_in_its_tool_and_redirected(
         "then weather in Rome",
     ]
     assert seen[-1].text == "It is sunny in Rome."
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # pydantic-ai's runs are asyncio's
+async def test_the_pydantic_ai_example_is_stopped_in_its_tool_and_redirected(
+    weather: Any,
+) -> None:
+    """docs/examples/weather.py, served as ``serve --agent weather:agent`` serves it (its
+    adapter, found by entry point, makes the factory): stopped in the slow tool, the call
+    gets its cancelled result, and the redirect goes on in the same conversation."""
+    from agent_channel_pydantic_ai import adapt
+
+    make = adapt(weather.agent)
+    assert make is not None
+    await _stopped_in_paris_then_rome(make, weather)
 
 
 SUPPORT_DRIVER = r"""
@@ -328,32 +335,4 @@ async def test_the_langgraph_example_is_stopped_in_its_tool_and_redirected(
 
     make = adapt(forecast.graph)
     assert make is not None
-    answered = anyio.Event()
-    with anyio.fail_after(20):  # a hang guard
-        async with open_channel() as ch, anyio.create_task_group() as tg:
-            ref = ch.ref()
-            ref.mark_live()
-
-            def on_event(event: ExecutionEvent) -> None:
-                if isinstance(event, ToolCallStarted) and event.arguments["city"] == "Paris":
-                    ref.interrupt(Cancel("user_cancel"))  # Esc, or the editor's stop
-                if isinstance(event, TurnCancelled):
-                    forecast.forecast_seconds = 0
-                    ref.post(UserMessage("then weather in Rome"))
-                if isinstance(event, AwaitingInput) and event.stop_reason == "end_turn":
-                    answered.set()
-
-            ref.subscribe(on_event)
-            tg.start_soon(make(None))
-            ref.post(UserMessage("weather in Paris"))
-            await answered.wait()
-            seen = ref.messages()
-            tg.cancel_scope.cancel()
-    results = [(m.text, m.error) for m in seen if isinstance(m, ChatMessageTool)]
-    assert results[0] == ("Tool call cancelled by the operator.",) * 2
-    assert results[1] == ("sunny in Rome", None)
-    assert [m.text for m in seen if isinstance(m, ChatMessageUser)] == [
-        "weather in Paris",
-        "then weather in Rome",
-    ]
-    assert seen[-1].text == "It is sunny in Rome."
+    await _stopped_in_paris_then_rome(make, forecast)
