@@ -195,7 +195,6 @@ async def _stopped_in_paris_then_rome(make: Any, example: Any) -> None:
     """The weather examples' run: stopped in the slow tool (Paris), the call gets its
     cancelled result, and the redirect (Rome, the tool made quick) goes on in the same
     conversation."""
-    events: list[ExecutionEvent] = []
     answered = anyio.Event()
     with anyio.fail_after(20):  # a hang guard
         async with open_channel() as ch, anyio.create_task_group() as tg:
@@ -203,7 +202,6 @@ async def _stopped_in_paris_then_rome(make: Any, example: Any) -> None:
             ref.mark_live()
 
             def on_event(event: ExecutionEvent) -> None:
-                events.append(event)
                 if isinstance(event, ToolCallStarted) and event.arguments["city"] == "Paris":
                     ref.interrupt(Cancel("user_cancel"))  # Esc, or the editor's stop
                 if isinstance(event, TurnCancelled):
