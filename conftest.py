@@ -26,6 +26,9 @@ RAY_FIXTURES = frozenset({"cluster", "address", "pool", "agent_host"})
 
 
 def _uses_ray(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("agent_host") == "local":
+        return False  # the [local] half of a test run on both hosts starts no cluster
     return item.nodeid.startswith("packages/ray-runtime/") or bool(
         RAY_FIXTURES & set(getattr(item, "fixturenames", ()))
     )
