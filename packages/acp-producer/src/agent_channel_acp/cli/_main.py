@@ -18,8 +18,6 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from agent_channel.lowlevel import NotAnAgent
-
 from .._install import DEMO as INSTALL_DEMO
 from .._install import hint
 from ._parser import DEMO, DEMO_ORCHESTRATOR, DEMO_TASK, LOG_ENV, MODEL_ENV, build_parser, fail
@@ -81,6 +79,8 @@ def _scripted_hint(command: str, model: str | None) -> None:
 
 def _load_or_fail(spec: str, *, demo: bool) -> AgentFactory:
     """:func:`load_factory`, or exit with one line saying what is wrong and where."""
+    from agent_channel.lowlevel import NotAnAgent  # here: the shell verbs never need the core
+
     try:
         return load_factory(spec)
     except ModuleNotFoundError as e:
