@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from agent_channel import (
     Conversation,
+    StoreBusy,
     StoreError,
     StoreFailed,
     UserMessage,
@@ -164,7 +165,7 @@ def test_n6_processes_sharing_a_database_deliver_every_acknowledged_post_once(
         other = open_store(postgres_url)
         try:
             assert [e.id for e in other.executions("running")] == ["e1"]
-            with pytest.raises(StoreError, match="in use by another running server") as e:
+            with pytest.raises(StoreBusy, match="in use by another running server") as e:
                 other.journal("e1")
             assert "\n" not in str(e.value)
         finally:

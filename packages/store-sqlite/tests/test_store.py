@@ -17,6 +17,7 @@ from agent_channel import (
     ChatMessageSystem,
     ChatMessageUser,
     Conversation,
+    StoreBusy,
     StoreError,
     StoreFailed,
     UserMessage,
@@ -337,7 +338,7 @@ def test_d8_a_store_in_use_by_another_live_process_is_refused(tmp_path: Path) ->
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        with pytest.raises(StoreError, match="in use by another running server"):
+        with pytest.raises(StoreBusy, match="in use by another running server"):
             open_store(path)
     finally:
         holder.communicate("")

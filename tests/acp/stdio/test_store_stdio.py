@@ -181,6 +181,7 @@ async def test_n6_two_stdio_agents_share_a_database_and_a_held_session_is_refuse
             assert sid in [r["sessionId"] for r in listed["sessions"]]
             with anyio.fail_after(GUARD), pytest.raises(RequestError) as e:
                 await second.request("session/load", load_params(sid))
+            assert e.value.code == -32600, e.value  # a request at the wrong moment, not a fault
             assert "in use by another running server" in str(e.value.data), e.value.data
             await killed(first)
             with anyio.fail_after(GUARD):

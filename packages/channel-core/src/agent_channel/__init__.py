@@ -100,6 +100,7 @@ if TYPE_CHECKING:
     from ._store import Journal as Journal
     from ._store import Restored as Restored
     from ._store import Store as Store
+    from ._store import StoreBusy as StoreBusy
     from ._store import StoredExecution as StoredExecution
     from ._store import StoreError as StoreError
     from ._stores import open_store as open_store
@@ -197,6 +198,7 @@ else:  # hidden from type checkers, so a misspelt name is still an error
         "Journal": "_store",
         "Restored": "_store",
         "Store": "_store",
+        "StoreBusy": "_store",
         "StoredExecution": "_store",
         "StoreError": "_store",
         "open_store": "_stores",

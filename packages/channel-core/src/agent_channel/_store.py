@@ -34,6 +34,12 @@ class StoreError(RuntimeError):
     server, or unwritable. The message is one line a person can act on."""
 
 
+class StoreBusy(StoreError):
+    """What was asked for (the store, or one execution of a shared store) is held by
+    another live process. Not a fault: it can be asked again once that process ends, and a
+    server tells its client so apart from a store that failed."""
+
+
 @dataclass(frozen=True, slots=True)
 class Restored:
     """What a journal had when its execution was opened again after its process ended.

@@ -3,7 +3,7 @@ requests, what a store implements. Implement these to plug in another runtime's 
 another approver or another database; the shipped ones satisfy them."""
 
 from ._abc import Approver, Children, ExecutionRef, Resolver, SteerReceipt, Subscriber
-from ._store import Journal, Restored, Store, StoredExecution, StoreError
+from ._store import Journal, Restored, Store, StoreBusy, StoredExecution, StoreError
 
 __all__ = [
     "Approver",
@@ -14,6 +14,7 @@ __all__ = [
     "Restored",
     "SteerReceipt",
     "Store",
+    "StoreBusy",
     "StoreError",
     "StoredExecution",
     "Subscriber",

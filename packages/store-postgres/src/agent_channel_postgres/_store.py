@@ -25,7 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING, LiteralString, TypeVar, cast
 
 import psycopg
-from agent_channel import ExecutionStatus, Restored, StoredExecution, StoreError
+from agent_channel import ExecutionStatus, Restored, StoreBusy, StoredExecution, StoreError
 from agent_channel.lowlevel import decode_items, decode_messages
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -231,7 +231,7 @@ class PostgresStore:
         deadline = time.monotonic() + TAKEOVER_SECONDS
         while not self._call(take):
             if time.monotonic() > deadline:
-                raise StoreError(
+                raise StoreBusy(
                     f"execution {execution_id} is in use by another running server"
                     f" (store {self.url})"
                 )

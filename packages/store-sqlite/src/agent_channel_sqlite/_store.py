@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from agent_channel import ExecutionStatus, Restored, StoredExecution, StoreError
+from agent_channel import ExecutionStatus, Restored, StoreBusy, StoredExecution, StoreError
 from agent_channel.lowlevel import decode_items, decode_messages
 
 from ._sync import Syncer
@@ -86,7 +86,7 @@ def _lock(path: Path) -> int | None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
-        raise StoreError(
+        raise StoreBusy(
             f"store {path} is in use by another running server: stop it, or pass another --store"
         ) from None
     return fd

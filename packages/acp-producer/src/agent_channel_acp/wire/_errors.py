@@ -177,6 +177,12 @@ class WireError(Exception):
         return cls.invalid_request(reason, sessionId=session_id)
 
     @classmethod
+    def held_elsewhere(cls, session_id: str, why: str) -> WireError:
+        """A session of a shared store that another live server runs (``why``: the store's
+        words): it can be loaded once that server ends it or exits."""
+        return cls.invalid_request(why, sessionId=session_id)
+
+    @classmethod
     def observer(cls, session_id: str) -> WireError:
         """Attach: a prompt on an observe-only session (A14)."""
         reason = "this session observes only: it cannot prompt"

@@ -29,7 +29,7 @@ from acp.schema import (
     ResumeSessionResponse,
     ToolCallUpdate,
 )
-from agent_channel import Journal, Store
+from agent_channel import Journal, Store, StoreBusy
 
 from ...stream import _mapping as m
 from ...stream._binding import Writer
@@ -227,7 +227,10 @@ class AcpServer:
             if row is not None and row.status == "running" and row.meta.get("mode") == "stdio":
                 self._room()  # a restored session runs again: it counts
                 cwd = row.meta.get("cwd")
-                journal = store.journal(session_id, wait=self._restore_wait)
+                try:
+                    journal = store.journal(session_id, wait=self._restore_wait)
+                except StoreBusy as e:  # a shared store: another live agent runs it (N6)
+                    raise sdk_error(WireError.held_elsewhere(session_id, str(e))) from None
                 where = cwd if isinstance(cwd, str) else os.getcwd()
                 return await self._start(session_id, where, journal, replay=replay), True
         return self._session(session_id), False
