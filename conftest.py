@@ -36,11 +36,43 @@ def _uses_ray(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def file_of(item: pytest.Item) -> str:
-        return item.nodeid.split("::", 1)[0]
+    ray = [item for item in items if _uses_ray(item)]
+    rest = [item for item in items if not _uses_ray(item)]
+    for item in ray:
+        item.add_marker(pytest.mark.xdist_group("ray"))
+        item.user_properties.append(("group", "ray"))  # for the summary below
+    for item in rest:
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    # xdist hands out groups in the order they first appear (--no-loadscope-reorder, in
+    # pyproject.toml): the Ray group, the run's longest, first; then the files as collected,
+    # the ACP suites (heavy) before the packages' unit tests (light), which fill the tail.
+    items[:] = ray + rest
 
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group("ray" if _uses_ray(item) else file_of(item)))
+
+_busy: dict[str, float] = {}
+"""Seconds each xdist worker spent in tests (setup, call, teardown), read on the controller."""
+_ray_worker: set[str] = set()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    node = getattr(report, "node", None)  # set on the controller: the worker that ran it
+    if node is None:
+        return
+    worker = str(node.gateway.id)
+    _busy[worker] = _busy.get(worker, 0.0) + report.duration
+    if ("group", "ray") in report.user_properties:
+        _ray_worker.add(worker)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line: each worker's busy time, to see what bounds CI's time (the Ray group's
+    worker, or all of them)."""
+    if _busy:
+        each = ", ".join(
+            f"{w} {s:.0f} s{' (Ray group)' if w in _ray_worker else ''}"
+            for w, s in sorted(_busy.items())
+        )
+        terminalreporter.write_line(f"time in tests per worker: {each}")
 
 
 # -- a real PostgreSQL, for the PostgreSQL store's tests and the ACP tests that use it ---------
