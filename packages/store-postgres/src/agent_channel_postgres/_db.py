@@ -212,10 +212,12 @@ class Db:
 
     def _insert_one(self, execution: str, item_id: str, body: str) -> None:
         """One post's insert: one round trip of libpq's (the GIL free meanwhile)."""
-        values = [execution.encode(), item_id.encode(), body.encode()]
-        if any(b"\x00" in v for v in values):  # libpq's text parameters end at a NUL
-            self._write([(_INSERT_ONE, (execution, item_id, body))])  # psycopg refuses it
+        # libpq's text parameters end at a NUL: such a value goes by psycopg, which refuses
+        # it in one line, never written cut short
+        if "\x00" in execution or "\x00" in item_id or "\x00" in body:
+            self._write([(_INSERT_ONE, (execution, item_id, body))])
             return
+        values = [execution.encode(), item_id.encode(), body.encode()]
         pgconn = self._conn.pgconn
         if not self._prepared:
             _check(pgconn.prepare(_PREPARED, _PREPARED_SQL))
