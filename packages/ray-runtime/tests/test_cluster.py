@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -71,3 +72,46 @@ def test_n2_start_cluster_leaves_no_address_file_behind() -> None:
     with tempfile.TemporaryDirectory(prefix="ray-n2-", dir="/tmp") as tmp:
         _run(START, ray_env(tmp))
         assert not (Path(tmp) / "ray" / "ray_current_cluster").exists()
+
+
+HEALTH = """
+import base64, json, os, sys
+import agent_channel_ray as acr, ray
+acr.start_cluster(num_cpus=1, **json.loads(sys.argv[1]))
+for pid in filter(str.isdigit, os.listdir("/proc")):  # its GCS (the health checks' owner)
+    try:  # is a child of this process
+        args = open(f"/proc/{pid}/cmdline", "rb").read().decode().split("\\0")
+        status = open(f"/proc/{pid}/status").read()
+    except OSError:
+        continue
+    if args[0].endswith("gcs_server") and f"\\nPPid:\\t{os.getpid()}\\n" in status:
+        given = next(a for a in args if a.startswith("--config_list="))
+        print(base64.b64decode(given.partition("=")[2]).decode())
+ray.shutdown()
+"""
+
+
+def _gcs_config(options: dict[str, object]) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix="ray-n5-", dir="/tmp") as tmp:
+        run = subprocess.run(
+            [sys.executable, "-c", HEALTH, json.dumps(options)],
+            env=ray_env(tmp),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_n5_start_cluster_checks_its_nodes_every_second_unless_told_otherwise() -> None:
+    """The cluster's GCS is started with a health check of a second, dead after 3 misses
+    (a node that dies is marked so in ~3 s, not Ray's ~15 s); a ``_system_config`` key the
+    caller gives wins, the others stay."""
+    config = _gcs_config({})
+    assert config["health_check_period_ms"] == 1000
+    assert config["health_check_timeout_ms"] == 1000
+    assert config["health_check_failure_threshold"] == 3
+    mine = _gcs_config({"_system_config": {"health_check_failure_threshold": 5}})
+    assert mine["health_check_failure_threshold"] == 5
+    assert mine["health_check_period_ms"] == 1000

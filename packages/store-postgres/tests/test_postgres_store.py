@@ -150,6 +150,34 @@ def test_d2_posts_from_many_threads_are_written_in_queue_order(postgres_url: str
     assert len(anyio.run(main)) == 800
 
 
+def test_d2_posts_left_to_the_store_and_withdrawals_are_written_by_its_thread(
+    postgres_url: str,
+) -> None:
+    """A post whose settle never comes (its poster went away) is written by the store's
+    thread, whether that thread sleeps, just wrote one (it is not woken then) or fell
+    asleep again; a withdrawal is written at once, with nothing else to push it."""
+    store = open_store(postgres_url)
+    db = store._db  # pyright: ignore[reportPrivateUsage]
+
+    def count(item: UserMessage) -> object:
+        query = "SELECT count(*) FROM agent_channel_items WHERE id = %s"
+        return _sql(postgres_url, query, item.id)[0][0]
+
+    try:
+        journal = store.journal("e1")
+        items = [UserMessage("asleep"), UserMessage("just wrote"), UserMessage("asleep again")]
+        for k, item in enumerate(items):
+            if k != 1:
+                _until(lambda: db._sleeping, "the store's thread to sleep")  # pyright: ignore[reportPrivateUsage]
+            assert journal.posted(item) is not None  # its wait is never called
+            _until(lambda item=item: count(item) == 1, f"the thread to write {item.text!r}")
+        journal.withdrawn(items[0].id)
+        _until(lambda: count(items[0]) == 0, "the thread to write the withdrawal")
+        assert journal.failure is None
+    finally:
+        store.close()
+
+
 # -- N6: one database, several processes ----------------------------------------------
 
 
@@ -175,6 +203,26 @@ def test_n6_processes_sharing_a_database_deliver_every_acknowledged_post_once(
 
 
 # -- D7 ----------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_d7_an_id_the_database_cannot_hold_fails_the_journal_in_one_line(
+    postgres_url: str,
+) -> None:
+    """A NUL in an item's id: PostgreSQL's text cannot hold it. The journal fails with one
+    line and the channel goes on in memory; the id is never written cut short."""
+    store = open_store(postgres_url)
+    try:
+        journal = store.journal("e1")
+        async with open_channel(journal=journal) as ch:
+            item = UserMessage("hello", id="a\x00b")
+            await anyio.to_thread.run_sync(ch.ref().post, item)
+            failure = journal.failure
+            assert failure is not None and "NUL" in failure and "\n" not in failure
+            assert [i.id for i in ch.drain()] == [item.id]
+        assert _sql(postgres_url, "SELECT count(*) FROM agent_channel_items") == [(0,)]
+    finally:
+        store.close()
 
 
 @pytest.mark.anyio
