@@ -129,6 +129,44 @@ async def durable_inbox() -> int:
         ch.checkpoint()
 
 
+async def durable_echo() -> None:
+    """Answer each message with ``echo: TEXT``, going on from its store (a checkpoint after
+    each batch). ``block GATE`` holds the host's event loop, synchronously, until the file
+    ``GATE`` exists (``GATE.blocked`` says it holds it): a call to the host waits meanwhile,
+    not done, for a node to die under it."""
+    from agent_channel import ChatMessageAssistant
+
+    ch = agent_channel()
+    restored = ch.restored
+    messages: list[ChatMessage] = list(restored.messages) if restored is not None else []
+    ch.share(messages)
+
+    def say(message: ChatMessage) -> None:
+        messages.append(message)
+        ch.publish(MessageAppended(message=message, index=len(messages) - 1))
+
+    while True:
+        for item in await ch.receive():
+            if not isinstance(item, UserMessage):
+                continue
+            say(ChatMessageUser(content=item.text))
+            if item.text.startswith("block "):
+                _hold(item.text.removeprefix("block "))
+            else:
+                say(ChatMessageAssistant(content=f"echo: {item.text}"))
+        ch.checkpoint()
+
+
+def _hold(gate: str) -> None:
+    """Hold the calling event loop (synchronous code) until the file ``gate`` exists."""
+    import time
+    from pathlib import Path
+
+    Path(gate).with_suffix(".blocked").touch()
+    while not Path(gate).exists():
+        time.sleep(0.01)  # the host held, not a synchronisation
+
+
 def durable_tool_agent() -> object:
     """An interactive ReAct agent whose every prompt calls a tool (a short wait, for a node
     to die in) and then answers: run it durably, it goes on from its store (the loop

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import agent_channel_ray as acr
+import cluster_bodies as bodies
 import pytest
 import ray
 from ray.exceptions import RayActorError
@@ -149,3 +150,38 @@ def test_n1_ended_records_are_bounded() -> None:
     from agent_channel_ray import _registry
 
     assert _registry.ENDED_LIMIT == 1_000 and _registry.RUNNING_LIMIT == 10_000
+
+
+def test_n1_a_watcher_behind_the_end_sees_how_it_ended_not_a_dead_actor() -> None:
+    """``end`` frees the execution's own actor once its run is over: a watcher that had not
+    read the end yet (its callback busy with the event before) still sees the execution
+    finish as it did, cancelled, and not as an actor that died (``serve --ray`` listed an
+    ended execution ``failed`` when its watcher lost that race, under load)."""
+    import threading
+
+    from agent_channel import ExecutionEvent, ExecutionFinished, MessageAppended, UserMessage
+
+    ref = acr.launch(bodies.inbox, title="watched")
+    seen: list[ExecutionEvent] = []
+    busy, go, done = threading.Event(), threading.Event(), threading.Event()
+
+    def callback(event: ExecutionEvent) -> None:
+        seen.append(event)
+        if isinstance(event, MessageAppended):
+            busy.set()
+            go.wait(DEADLINE)  # the watcher reads no further until the actor is freed
+        if isinstance(event, ExecutionFinished):
+            done.set()
+
+    _, unsubscribe = ref.watch(callback)
+    ref.post(UserMessage("one"))
+    assert busy.wait(DEADLINE)
+    host = ref.host
+    assert ref.end()  # its run cancelled, its actor freed
+    with pytest.raises(RayActorError):
+        ray.get(host.ping.remote(), timeout=DEADLINE)
+    go.set()
+    assert done.wait(DEADLINE)
+    unsubscribe()
+    (finished,) = [e for e in seen if isinstance(e, ExecutionFinished)]
+    assert (finished.stop_reason, finished.error) == ("cancelled", None)

@@ -17,6 +17,7 @@ same conversation. On a SQLite file, and once on a PostgreSQL database (N5's sha
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -47,6 +48,8 @@ HEALTH_CHECK = json.dumps(
 GUARD = 600.0
 """Seconds the driver may take in all (a hang guard, not a measure)."""
 AGENT = json.dumps({"agent": 1})
+WAIT = 120.0
+"""Seconds a client's wait may take (a hang guard, not a measure)."""
 
 DRIVER = """
 import json, sys, threading, time
@@ -263,3 +266,237 @@ def test_n5_survives_its_node_on_a_postgresql_store(postgres_url: str) -> None:
 
 
 del os
+
+
+LAUNCHER = """
+import sys
+sys.path.insert(0, sys.argv[3])
+import agent_channel_ray as acr, ray, cluster_bodies as bodies
+acr.connect(sys.argv[1])
+ray.cloudpickle.register_pickle_by_value(bodies)
+ids = [
+    acr.launch(  # a SQLite file each: one host process holds a file at a time
+        body,
+        store=f"{sys.argv[2]}-{title}.db",
+        options={"resources": {"agent": 0.001}},
+        title=title,
+        live=True,
+    ).execution_id
+    for body, title in ((bodies.durable_tool_agent(), "reattached"), (bodies.durable_echo, "cut"))
+]
+print(" ".join(ids), flush=True)
+"""
+
+WHERE = """
+import sys, time
+import agent_channel_ray as acr, ray
+from ray._private import state
+acr.connect(sys.argv[1])
+host = acr.ref_for(sys.argv[2]).host
+not_on = sys.argv[3]
+deadline = time.monotonic() + 120
+while True:  # its host alive on a node (not NOT_ON): that node's temp dir
+    actor = state.actors(host._actor_id.hex())
+    node = actor["Address"]["NodeID"] if actor["State"] == "ALIVE" else None
+    where = next((n["ObjectStoreSocketName"].split("/session_")[0] for n in ray.nodes()
+                  if n["NodeID"] == node and n["Alive"]), None)
+    if where is not None and where != not_on:
+        break
+    assert time.monotonic() < deadline, f"not hosted on another node: {actor}"
+    time.sleep(0.05)
+print(where, flush=True)
+"""
+
+
+class _Client:
+    """An ACP client's side: every session update, as JSON, per session."""
+
+    def __init__(self) -> None:
+        self.updates: dict[str, list[dict[str, Any]]] = {}
+        self.changed = asyncio.Event()
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        dumped = update.model_dump(mode="json", by_alias=True, exclude_none=True)
+        self.updates.setdefault(session_id, []).append(dumped)
+        self.changed.set()
+
+    async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("no approvals asked here")
+
+    def said(self, session_id: str, kind: str) -> list[str]:
+        """The texts of ``kind`` updates (``user_message_chunk``, ``agent_message_chunk``)."""
+        got = self.updates.get(session_id, [])
+        return [u["content"]["text"] for u in got if u["sessionUpdate"] == kind]
+
+    async def until(self, check: Any) -> None:
+        async with asyncio.timeout(WAIT):
+            while not check():
+                self.changed.clear()
+                await self.changed.wait()
+
+
+async def _attach(record: dict[str, Any], eid: str) -> tuple[Any, _Client, Any]:
+    """A client on the server of ``record`` (a discovery record), ``session/load`` of ``eid``."""
+    from acp.client.connection import ClientSideConnection
+
+    transport = record["transport"]
+    reader, writer = await asyncio.open_unix_connection(transport["path"], limit=1 << 24)
+    client = _Client()
+    conn = ClientSideConnection(client, writer, reader)  # pyright: ignore[reportArgumentType]
+    meta = {"agent_channel.token": transport["token"]} if "token" in transport else {}
+    await conn.initialize(protocol_version=1, **meta)
+    await conn.load_session(cwd=str(HERE), session_id=eid, mcp_servers=[])
+    return conn, client, writer
+
+
+def _python(env: dict[str, str], code: str, *args: str) -> str:
+    run = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout.strip().splitlines()[-1]
+
+
+def _serve_ray(
+    env: dict[str, str], tmp: Path, address: str
+) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    """``serve --ray ADDRESS`` as a subprocess; its discovery record once it serves."""
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "agent_channel_acp", "serve", "--json", "--ray", address],
+        env={**env, "AGENT_CHANNEL_RUNTIME_DIR": str(tmp / "rt")},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert serve.stdout is not None
+    line = serve.stdout.readline()
+    assert line, f"serve --ray did not start (exit status {serve.poll()})"
+    return serve, json.loads(Path(json.loads(line)["record"]).read_text())
+
+
+def _stop(serve: subprocess.Popen[str]) -> None:
+    serve.terminate()
+    serve.wait(GUARD)
+    if serve.stdout is not None:
+        serve.stdout.close()
+
+
+def _queued(env: dict[str, str], tmp: Path, eid: str) -> list[str]:
+    """The texts ``serve --ray`` lists queued for ``eid`` (the ``queue`` verb)."""
+    run = subprocess.run(
+        [sys.executable, "-m", "agent_channel_acp", "queue", eid, "--json"],
+        env={**env, "AGENT_CHANNEL_RUNTIME_DIR": str(tmp / "rt")},
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
+    assert run.returncode == 0, run.stderr
+    return [m["text"] for m in json.loads(run.stdout)["messages"]]
+
+
+def _until(condition: Any, what: str) -> None:
+    """Poll an observable ``condition`` with a deadline (not a sleep as synchronisation)."""
+    import time
+
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} never held"
+        time.sleep(0.1)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the SDK client's loop
+async def test_n5_its_operators_reattach_through_serve_ray_under_the_same_id(
+    tmp_path: Path,
+) -> None:
+    """N5's last clause, on a two-node fleet: durable executions a client drives through
+    ``serve --ray`` lose their node. The same session id goes on for that client (a prompt
+    after the restart is acknowledged and answered) and for a client that loads it afresh
+    (the conversation before the kill replayed once, nothing twice). A prompt whose post
+    the host held when its node died is answered -32010 "Host restarted" (it may or may
+    not have been delivered), not -32603, and that session goes on under its id too."""
+    pytest.importorskip("agent_channel_acp")
+    from acp import RequestError, text_block
+
+    with tempfile.TemporaryDirectory(prefix="ray-n5r-", dir="/tmp") as tmp:
+        env = ray_env(tmp, RAY_AUTH_MODE="token")
+        agent = ("--num-cpus=0", f"--resources={AGENT}")
+        gate = Path(tmp) / "gate"
+        with (
+            ray_head("--num-cpus=0", f"--system-config={HEALTH_CHECK}", env=env) as head,
+            ray_node(f"--address={head.address}", *agent, env=env) as first,
+        ):
+            store = str(Path(tmp) / "store")
+            line = _python(env, LAUNCHER, head.address, store, str(HERE))  # it exits: N1
+            eid, cut = line.split()
+            for execution in (eid, cut):
+                assert _python(env, WHERE, head.address, execution, "") == first.temp_dir
+            serve, record = await asyncio.to_thread(_serve_ray, env, tmp_path, head.address)
+            conns: list[Any] = []
+            try:
+                conn, client, writer = await _attach(record, eid)
+                conns.append((conn, writer))
+                said = await conn.prompt(session_id=eid, prompt=[text_block("before")])
+                assert said.stop_reason == "end_turn"
+                await client.until(lambda: "done" in client.said(eid, "agent_message_chunk"))
+                held, holder, w1 = await _attach(record, cut)
+                conns.append((held, w1))
+                block = asyncio.ensure_future(  # its answer may wait for the gate too
+                    held.prompt(session_id=cut, prompt=[text_block(f"block {gate}")])
+                )
+                blocked = gate.with_suffix(".blocked").exists
+                await asyncio.to_thread(_until, blocked, "the host held")
+                lost = asyncio.ensure_future(
+                    held.prompt(session_id=cut, prompt=[text_block("lost?")])
+                )
+                queued = lambda: "lost?" in _queued(env, tmp_path, cut)  # noqa: E731
+                await asyncio.to_thread(_until, queued, "its post under way")
+
+                with ray_node(f"--address={head.address}", *agent, env=env):  # somewhere to go
+                    first.stop()  # the hosting node dies, the post held on it
+                    gate.touch()  # the restored body goes on past its block
+                    cut_off: list[str] = []  # the prompts answered "Host restarted"
+                    for text, answer in ((f"block {gate}", block), ("lost?", lost)):
+                        try:
+                            await asyncio.wait_for(answer, WAIT)
+                        except RequestError as e:
+                            assert e.code == -32010, e  # not -32603
+                            assert "may or may not" in str(e.data), e.data
+                            cut_off.append(text)
+                    assert cut_off, "no post was under way on the host as its node died"
+                    await asyncio.to_thread(_python, env, WHERE, head.address, eid, first.temp_dir)
+                    said = await conn.prompt(session_id=eid, prompt=[text_block("after")])
+                    assert said.stop_reason == "end_turn"  # acknowledged, on the same id
+                    again, fresh, w2 = await _attach(record, eid)  # a client loading it afresh
+                    conns.append((again, w2))
+                    for seen in (client, fresh):
+                        await seen.until(
+                            lambda seen=seen: (
+                                seen.said(eid, "agent_message_chunk").count("done") >= 2
+                            )
+                        )
+                    users = fresh.said(eid, "user_message_chunk")  # (the system prompt first)
+                    assert users[-2:] == ["before", "after"] and users.count("before") == 1
+                    assert client.said(eid, "user_message_chunk") == users  # once each
+                    for seen in (fresh, client):  # one answer and one tool call per prompt
+                        assert seen.said(eid, "agent_message_chunk").count("done") == 2
+                        kinds = [u["sessionUpdate"] for u in seen.updates[eid]]
+                        calls = [
+                            u["toolCallId"]
+                            for u in seen.updates[eid]
+                            if u["sessionUpdate"] == "tool_call"
+                        ]
+                        assert len(calls) == len(set(calls)) == 2, kinds
+
+                    # the cut-off session goes on under its id: a prompt is acknowledged
+                    # and answered (whether a cut-off message is in the restored conversation
+                    # is what the client reads there: it may or may not be)
+                    said = await held.prompt(session_id=cut, prompt=[text_block("later")])
+                    assert said.stop_reason == "end_turn"
+                    await holder.until(
+                        lambda: "echo: later" in holder.said(cut, "agent_message_chunk")
+                    )
+            finally:
+                for conn, writer in conns:
+                    await conn.close()
+                    writer.close()
+                await asyncio.to_thread(_stop, serve)

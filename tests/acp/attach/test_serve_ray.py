@@ -92,7 +92,10 @@ def test_the_verbs_drive_a_ray_execution(address: str, tmp_path: Path) -> None:
 
         kept = acr.launch(ray_bodies.echo, title="kept")  # what stopping the server leaves
         wait_for(lambda: status(tmp_path, kept.execution_id) == "running", "the kept one listed")
-        # The `end` verb ending it on the cluster: packages/ray-runtime/tests/test_fleet.py.
+        run = ctl(tmp_path, "end", eid)  # ends it on the cluster (N1: it was refused)
+        assert run.returncode == 0, run.stderr
+        wait_for(lambda: status(tmp_path, eid) == "finished", "its end seen")
+        assert ref.closed
 
         later = acr.launch(ray_bodies.echo, title="started later")  # picked up while serving
         wait_for(lambda: status(tmp_path, later.execution_id) == "running", "the new one listed")
@@ -100,7 +103,6 @@ def test_the_verbs_drive_a_ray_execution(address: str, tmp_path: Path) -> None:
         wait_for(lambda: status(tmp_path, later.execution_id) == "failed", "its end seen")
     assert not kept.closed  # stopping the server left it running
     assert kept.end()
-    ref.end()
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ from agent_channel import (
     Cancel,
     ChannelItem,
     ExecutionEvent,
+    ExecutionFinished,
     ExecutionSnapshot,
     TurnState,
     open_channel,
@@ -52,6 +53,7 @@ class _Hosted:
         self.log: deque[tuple[int, ExecutionEvent]] = deque(maxlen=LOG_LIMIT)
         self.next_seq = 0
         self.closed = False
+        self.ended = asyncio.Event()  # set with ``closed``: its run is over
         self.wake = asyncio.Event()
         self.live: dict[int, Callable[[], None]] = {}
         self.routes: dict[int, Route] = {}
@@ -129,6 +131,7 @@ class ExecutionHostActor:
                 return await fn(*args)
         finally:
             hosted.closed = True
+            hosted.ended.set()
             for route in list(hosted.routes.values()):
                 route.end()
             hosted.wake.set()
@@ -235,6 +238,21 @@ class ExecutionHostActor:
         snapshot, release = ref.watch(_ignore)
         release()
         return snapshot
+
+    async def final(self, execution_id: str, wait: float = 10.0) -> ExecutionFinished | None:
+        """How the execution ended (its last event), waiting up to ``wait`` s for its run to
+        be over (a cancelled run's caller may hear of it first); ``None`` if it is not, or
+        unknown. The registry keeps it before it frees the actor: a watcher that had not
+        read so far yet still learns how the execution ended (see ``RayRef.watch``)."""
+        hosted = self._executions.get(execution_id)
+        if hosted is None:
+            return None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(hosted.ended.wait(), wait)
+        if not hosted.closed or not hosted.log:
+            return None
+        last = hosted.log[-1][1]
+        return last if isinstance(last, ExecutionFinished) else None
 
     async def events(self, execution_id: str, after: int, wait: float = 1.0) -> Batch:
         """The logged events numbered ``after`` and up; waits up to ``wait`` s for one."""

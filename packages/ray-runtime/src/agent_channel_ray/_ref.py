@@ -239,9 +239,9 @@ class RayRef:
                             return
                         after = snapshot.seq
                         continue
-                    if not stop.is_set():
+                    if not stop.is_set():  # freed once ended (the registry kept how), or died
                         died = ExecutionFinished(error=f"its actor died: {_first_line(exc)}")
-                        _deliver(callback, died, self._id)
+                        _deliver(callback, _final(self._id) or died, self._id)
                     return
                 except BaseException:  # the driver shut down: nothing follows
                     return
@@ -311,6 +311,15 @@ def _back(host: Any) -> bool:
         except Exception:  # died for good (ActorDiedError), or not back in time
             return False
         return True
+
+
+def _final(execution_id: str) -> ExecutionFinished | None:
+    """How an execution whose actor is gone ended, as the registry kept it before freeing
+    the actor (``None`` if it died first: the caller says so)."""
+    try:
+        return ray.get(registry().finished.remote(execution_id), timeout=RESTART_WAIT)
+    except Exception:
+        return None
 
 
 def _nothing() -> None:

@@ -17,6 +17,7 @@ from collections import OrderedDict, deque
 from typing import Any
 
 import ray
+from agent_channel import ExecutionFinished
 from ray.exceptions import RayActorError, RayTaskError, TaskCancelledError
 
 from ._wire import Outcome, Record
@@ -30,6 +31,8 @@ RUNNING_LIMIT = 10_000
 ENDED_LIMIT = 1_000
 """Ended executions listed (with how they ended); past it the oldest are forgotten."""
 REASON_LIMIT = 500
+FINAL_WAIT = 10.0
+"""Seconds the registry waits for an ended execution's host to say how it ended."""
 HEAD = "node:__internal_head__"
 """The resource Ray gives the head node alone."""
 
@@ -44,6 +47,7 @@ class RegistryActor:
         self._runs: dict[str, Any] = {}
         self._ended: deque[str] = deque()
         self._own: set[str] = set()  # executions whose host actor was started for them alone
+        self._finals: dict[str, ExecutionFinished] = {}  # how each ended, its host freed or not
 
     async def launch(
         self,
@@ -100,6 +104,9 @@ class RegistryActor:
             reason = f"failed: {type(cause).__name__}: {_first_line(cause)}"
         except Exception as exc:  # the body raised: it ended with that error
             reason = f"failed: {_first_line(exc)}"
+        final = await self._final(execution_id)
+        if final is not None:
+            self._finals[execution_id] = final
         record = self._records.get(execution_id)
         if record is not None:
             self._records[execution_id] = Record(
@@ -116,6 +123,22 @@ class RegistryActor:
             gone = self._ended.popleft()
             self._records.pop(gone, None)
             self._hosts.pop(gone, None)
+            self._finals.pop(gone, None)
+
+    async def _final(self, execution_id: str) -> ExecutionFinished | None:
+        """The host's own ``ExecutionFinished`` for the execution, read before its actor is
+        freed (``None`` if the actor died, or does not answer in :data:`FINAL_WAIT` s)."""
+        try:
+            final = self._hosts[execution_id].final.remote(execution_id, FINAL_WAIT)
+            return await asyncio.wait_for(final, FINAL_WAIT * 2)
+        except Exception:
+            return None
+
+    async def finished(self, execution_id: str) -> ExecutionFinished | None:
+        """How an ended execution ended, as its host published it (``None`` if unknown, or
+        its actor died before it could say): what a watcher that had not read its end when
+        the actor was freed delivers instead of "its actor died"."""
+        return self._finals.get(execution_id)
 
     async def list(self) -> list[Record]:
         """Every execution known, oldest first."""

@@ -32,6 +32,9 @@ AUTH_REQUIRED = -32000
 """ACP's "authentication required"."""
 RESOURCE_NOT_FOUND = -32002
 """ACP's "resource not found", which clients take as "no such session"."""
+HOST_RESTARTED = -32010
+"""Ours, in JSON-RPC's server-error range: a remote execution's host restarted (or broke
+off) during the call, which may or may not have been done (see :meth:`WireError.host_restarted`)."""
 
 _MESSAGES = {
     PARSE_ERROR: "Parse error",
@@ -41,6 +44,7 @@ _MESSAGES = {
     INTERNAL_ERROR: "Internal error",
     AUTH_REQUIRED: "Authentication required",
     RESOURCE_NOT_FOUND: "Resource not found",
+    HOST_RESTARTED: "Host restarted",
 }
 """Each code's message, worded as the SDK words it."""
 
@@ -169,6 +173,18 @@ class WireError(Exception):
         """A prompt for an execution whose loop has ended (A16's words, in both modes)."""
         reason = "the execution is not currently attachable: its loop has ended"
         return cls.invalid_request(reason, sessionId=session_id)
+
+    @classmethod
+    def host_restarted(cls, session_id: str) -> WireError:
+        """A prompt whose post broke off as the execution's host restarted (a Ray node
+        died; ``HostRestarted``): the message may or may not have been delivered, and the
+        execution goes on under the same id. The client reads the conversation to see."""
+        reason = (
+            "the execution's host restarted during the prompt: the message may or may not "
+            "have been delivered; read the conversation (session/load, the messages verb) "
+            "before sending it again"
+        )
+        return cls.of(HOST_RESTARTED, reason, sessionId=session_id)
 
     @classmethod
     def queue_full(cls, session_id: str, why: str) -> WireError:

@@ -221,6 +221,8 @@ class AttachClient:
             message_id = await hub.post(content, text, self.name)
         except (ChannelClosed, ChannelFull) as e:
             raise refused(session_id, e) from None
+        except ConnectionError:  # a remote ref's host restarted mid-call (HostRestarted)
+            raise sdk_error(WireError.host_restarted(session_id)) from None
         hub.prompted(binding)
         for written in owed:
             await written
