@@ -5,8 +5,10 @@ CI runs ``pytest -n 4 --dist loadgroup``. Each test file is a group of its own (
 share its module's servers), except the tests that start a local Ray cluster: those are one
 group, so one worker starts the clusters, one after another as a serial run does, instead
 of up to one per worker at once (each start costs seconds of CPU on a two-core machine).
-A file's other tests stay in the file's group: the Ray group is the run's longest, and
-carrying a whole file's local tests along made it longer still.
+A file's other tests stay in the file's group (but for the files of :data:`RAY_FILES`):
+the Ray group is the run's longest, and carrying a whole file's local tests along made it
+longer still. The groups are this file's scheduler's (:func:`group_of`), not xdist's marks,
+which pytest 9.2 no longer reads; the Ray group goes out first.
 """
 
 from __future__ import annotations
@@ -20,12 +22,16 @@ import pytest
 
 if TYPE_CHECKING:
     from agent_channel_postgres.testing import TemporaryServer
+    from xdist.workermanage import Producer
 
 RAY_FIXTURES = frozenset({"cluster", "address", "pool", "agent_host"})
 """Fixtures that start a cluster (``agent_host`` does for its ``[ray]`` parameter)."""
+RAY_FILES = ("packages/ray-runtime/", "tests/acp/attach/test_serve_ray.py")
+"""Where every test starts a cluster; elsewhere, a test's ``ray`` parameter says so."""
 
 
 def _uses_ray(item: pytest.Item) -> bool:
+    """Whether the test starts (or joins) a local Ray cluster, by its fixtures."""
     callspec = getattr(item, "callspec", None)
     if callspec is not None and callspec.params.get("agent_host") == "local":
         return False  # the [local] half of a test run on both hosts starts no cluster
@@ -34,15 +40,49 @@ def _uses_ray(item: pytest.Item) -> bool:
     )
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def group_of(nodeid: str) -> str:
+    """A test's xdist group, from its id alone (all the controller sees): ``ray`` for the
+    tests that start a cluster, else its file. Collection checks every test that
+    :func:`_uses_ray` is in it, so a new Ray test outside :data:`RAY_FILES` without a
+    ``ray`` parameter is a collection error, not a second cluster started beside the first."""
+    file, _, rest = nodeid.partition("::")
+    params = rest[rest.index("[") + 1 : -1] if rest.endswith("]") and "[" in rest else ""
+    if file.startswith(RAY_FILES) or "ray" in params.split("-"):
+        return "ray"
+    return file
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> object:
+    """``--dist loadgroup`` by :func:`group_of`. xdist's own marks its groups by editing
+    each test's id, which pytest 9.2's structured ids ignore (pytest-xdist#1386): every
+    test became a group of its own, module servers started on every worker and Ray
+    clusters on several at once."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    ray = [item for item in items if _uses_ray(item)]
-    rest = [item for item in items if not _uses_ray(item)]
-    for item in ray:
-        item.add_marker(pytest.mark.xdist_group("ray"))
-        item.user_properties.append(("group", "ray"))  # for the summary below
-    for item in rest:
-        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    ray: list[pytest.Item] = []
+    rest: list[pytest.Item] = []
+    for item in items:
+        in_group = group_of(item.nodeid) == "ray"  # a Ray file's other tests ride along
+        if _uses_ray(item) and not in_group:
+            raise pytest.UsageError(
+                f"{item.nodeid} starts a Ray cluster outside the Ray group: add its file to "
+                "RAY_FILES in conftest.py, or give it a `ray` parameter"
+            )
+        (ray if in_group else rest).append(item)
+        if in_group:
+            item.user_properties.append(("group", "ray"))  # for the summary below
     # xdist hands out groups in the order they first appear (--no-loadscope-reorder, in
     # pyproject.toml): the Ray group, the run's longest, first; then the files as collected,
     # the ACP suites (heavy) before the packages' unit tests (light), which fill the tail.
