@@ -74,3 +74,46 @@ def test_d6_a_watcher_is_told_what_the_restore_added_before_its_snapshot(tmp_pat
     finally:
         release()
         ref.end()
+
+
+def test_d6_a_watcher_between_two_polls_as_its_host_restarts_resyncs(tmp_path: Path) -> None:
+    """The watcher is handing an event to its callback (not waiting on the host) while the
+    host restarts: its next poll reaches the restarted host, whose event numbers started
+    again. It resyncs as after a poll the restart broke (the host's incarnation comes with
+    each batch). Before: it asked the new host for the old numbers and skipped what they
+    covered (``['before', 'echo: before']``, told only index 4)."""
+    ref = acr.launch(bodies.durable_noted, store=str(tmp_path / "store.db"), title="between")
+    kept: list[str] = []
+    told: list[tuple[int, str]] = []
+    held, go = threading.Event(), threading.Event()
+
+    def watcher(event: ExecutionEvent) -> None:
+        if not isinstance(event, MessageAppended):
+            return
+        told.append((event.index, event.message.id))
+        if event.index == len(kept):
+            kept.append(event.message.text)
+        elif event.index < len(kept):
+            kept[event.index] = event.message.text
+        if event.message.text == "echo: before":  # the watcher held, off the host
+            held.set()
+            go.wait(WAIT)
+
+    _, release = ref.watch(watcher)
+    try:
+        ref.post(UserMessage("before"))
+        assert held.wait(WAIT)
+        ray.kill(ref.host, no_restart=False)
+        _until(lambda: "noted on restore" in _restored(ref), "the restore")
+        go.set()  # its next poll reaches the restarted host
+        ref.post(UserMessage("after"))
+        _until(lambda: "echo: after" in _restored(ref), "the answer after the restart")
+        direct = ref.messages()
+        last = (len(direct) - 1, direct[-1].id)
+        _until(lambda: last in told, "the watcher told the answer after the restart")
+        assert kept == _texts(direct), told
+        assert len(told) == len(set(told)), told
+    finally:
+        go.set()
+        release()
+        ref.end()

@@ -232,19 +232,16 @@ class RayRef:
 
         def pump() -> None:
             after = seq
+            epoch: str | None = None  # the host's incarnation the watcher follows
             while not stop.is_set():
                 try:
                     batch: Batch = ray.get(self._host.events.remote(self._id, after, POLL_WAIT))
                 except RayActorError as exc:  # the host died: the execution ended with it
                     if not stop.is_set() and _back(self._host):  # restarted: from its state
-                        try:
-                            snapshot = self.snapshot()
-                        except Exception:
+                        restored = resync()
+                        if restored is None:
                             return
-                        if snapshot.closed:
-                            return
-                        after = snapshot.seq
-                        _resync(told, snapshot.messages, callback, self._id)
+                        after, epoch = restored, None
                         continue
                     if not stop.is_set():  # freed once ended (the registry kept how), or died
                         died = ExecutionFinished(error=f"its actor died: {_first_line(exc)}")
@@ -252,6 +249,13 @@ class RayRef:
                     return
                 except BaseException:  # the driver shut down: nothing follows
                     return
+                if epoch is not None and batch.epoch != epoch:  # restarted between two polls
+                    restored = resync()
+                    if restored is None:
+                        return
+                    after, epoch = restored, batch.epoch
+                    continue
+                epoch = batch.epoch
                 if batch.lost:
                     log.warning("watcher of %s fell behind the host's log; stopped", self._id)
                     return
@@ -264,6 +268,18 @@ class RayRef:
                     _deliver(callback, event, self._id)
                 if batch.closed:
                     return
+
+        def resync() -> int | None:
+            """The restarted host's state told; the number of its next event (``None``: the
+            execution is over, or the host gone)."""
+            try:
+                snapshot = self.snapshot()
+            except Exception:
+                return None
+            if snapshot.closed:
+                return None
+            _resync(told, snapshot.messages, callback, self._id)
+            return snapshot.seq
 
         if not closed:
             threading.Thread(target=pump, name=f"ray-watch-{self._id}", daemon=True).start()
