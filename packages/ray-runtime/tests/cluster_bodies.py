@@ -195,3 +195,28 @@ def durable_tool_agent() -> object:
 
     agent = react(model=ScriptedModel(script), tools=[work], submit=False)  # type: ignore[arg-type]
     return functools.partial(agent, AgentState())
+
+
+async def durable_noted() -> None:
+    """``durable_echo`` without ``block``, whose restore adds a message of its own (``noted
+    on restore``, as a loop's "interrupted by a restart" result) before its first await: so
+    before any watcher's snapshot of the restored execution."""
+    from agent_channel import ChatMessageAssistant
+
+    ch = agent_channel()
+    restored = ch.restored
+    messages: list[ChatMessage] = list(restored.messages) if restored is not None else []
+    ch.share(messages)
+
+    def say(message: ChatMessage) -> None:
+        messages.append(message)
+        ch.publish(MessageAppended(message=message, index=len(messages) - 1))
+
+    if restored is not None:
+        say(ChatMessageUser(content="noted on restore"))
+    while True:
+        for item in await ch.receive():
+            if isinstance(item, UserMessage):
+                say(ChatMessageUser(content=item.text))
+                say(ChatMessageAssistant(content=f"echo: {item.text}"))
+        ch.checkpoint()

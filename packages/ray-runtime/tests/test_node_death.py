@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -500,3 +501,90 @@ async def test_n5_its_operators_reattach_through_serve_ray_under_the_same_id(
                     await conn.close()
                     writer.close()
                 await asyncio.to_thread(_stop, serve)
+
+
+ORCHESTRATOR = """
+import sys
+import agent_channel_ray as acr
+from agent_channel_react.demo import orchestrator
+acr.connect(sys.argv[1])
+ref = acr.launch(  # the factory's body, as `serve --demo orchestrator` runs it
+    orchestrator(), store=sys.argv[2], title="orchestrator",
+    options={"resources": {"agent": 0.001}}, live=True,
+)
+print(ref.execution_id, flush=True)
+"""
+
+
+CONVERSATION = """
+import sys, json
+import agent_channel_ray as acr
+acr.connect(sys.argv[1])
+print(json.dumps([[m.role, m.text[:200]] for m in acr.ref_for(sys.argv[2]).messages()]))
+"""
+
+
+def _verb(env: dict[str, str], tmp: Path, *args: str) -> Any:
+    """One verb against ``serve --ray`` (``--json``), its answer."""
+    run = subprocess.run(
+        [sys.executable, "-m", "agent_channel_acp", *args, "--json"],
+        env={**env, "AGENT_CHANNEL_RUNTIME_DIR": str(tmp / "rt")},
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def test_d6_children_running_when_the_node_dies_are_announced_lost_through_serve_ray(
+    tmp_path: Path,
+) -> None:
+    """Durability's D6 for a Ray execution, as an operator sees it: the orchestrator demo
+    (three researcher children, each step a second) loses its node while children run;
+    restored on another node, it tells its model a child was "lost in a restart", and
+    ``serve --ray`` shows the restored conversation under the same id, that message
+    included, as the execution has it (it froze at the kill: the messages the restore
+    added before the watcher's new snapshot were never announced)."""
+    pytest.importorskip("agent_channel_acp")
+    with tempfile.TemporaryDirectory(prefix="ray-d6-", dir="/tmp") as tmp:
+        env = ray_env(tmp, RAY_AUTH_MODE="token", AGENT_CHANNEL_DEMO_TOOL_SECONDS="1.0")
+        agent = ("--num-cpus=0", f"--resources={AGENT}")
+        with (
+            ray_head("--num-cpus=0", f"--system-config={HEALTH_CHECK}", env=env) as head,
+            ray_node(f"--address={head.address}", *agent, env=env) as first,
+        ):
+            store = str(Path(tmp) / "store.db")
+            eid = _python(env, ORCHESTRATOR, head.address, store)
+            serve, _ = _serve_ray(env, tmp_path, head.address)
+            try:
+
+                def children() -> list[dict[str, Any]]:
+                    listed = _verb(env, tmp_path, "ls")["servers"]
+                    found = [e for s in listed for e in s["executions"] if e["id"] == eid]
+                    return found[0].get("children", []) if found else []
+
+                _until(lambda: len(children()) == 3, "three children")
+                assert any(c["status"] != "ended" for c in children()), "the premise"
+                with ray_node(f"--address={head.address}", *agent, env=env):
+                    first.stop()  # its node dies while children run
+
+                    def seen() -> list[tuple[str, str]]:  # the conversation serve --ray shows
+                        said = _verb(env, tmp_path, "messages", eid, "--all", "--full")
+                        return [
+                            (m["role"], m["content"] if isinstance(m["content"], str) else "")
+                            for m in said["messages"]
+                        ]
+
+                    def answered() -> bool:
+                        return any(t.startswith("Answer on") for r, t in seen() if r == "assistant")
+
+                    _until(answered, "the restored orchestrator's answer shown")
+                    shown = seen()
+                    lost = [t for r, t in shown if r == "user" and "lost in a restart" in t]
+                    assert lost, shown  # D6: a child running at the kill is announced lost
+                    direct = json.loads(_python(env, CONVERSATION, head.address, eid))
+                    assert [r for r, _ in shown] == [r for r, _ in direct]  # the same, once
+                    assert re.findall(r"Child (\S+) \(id", " ".join(lost)), lost  # by name
+            finally:
+                _stop(serve)

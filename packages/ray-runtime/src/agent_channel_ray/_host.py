@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -75,6 +76,7 @@ class ExecutionHostActor:
         # Restarted on another node (a durable execution's host, ``max_restarts``): its runs
         # are submitted again by the registry, so a call may come before its run reopens.
         self._restarted = _reconstructed()
+        self._epoch = uuid.uuid4().hex  # this incarnation (a watcher's events say which)
 
     def _get(self, execution_id: str) -> _Hosted:
         hosted = self._executions.get(execution_id)
@@ -258,7 +260,7 @@ class ExecutionHostActor:
         """The logged events numbered ``after`` and up; waits up to ``wait`` s for one."""
         hosted = self._executions.get(execution_id)
         if hosted is None:  # forgotten (see ENDED_LIMIT): nothing more will come
-            return Batch(events=(), closed=True, lost=True)
+            return Batch(events=(), closed=True, lost=True, epoch=self._epoch)
         await hosted.opened.wait()
         if hosted.next_seq <= after and not hosted.closed:
             wake = hosted.wake
@@ -266,11 +268,11 @@ class ExecutionHostActor:
                 await asyncio.wait_for(wake.wait(), wait)
         log = hosted.log
         if log and log[0][0] > after:
-            return Batch(events=(), closed=hosted.closed, lost=True)
+            return Batch(events=(), closed=hosted.closed, lost=True, epoch=self._epoch)
         start = after - log[0][0] if log else 0
         events = tuple(log[i] for i in range(start, min(len(log), start + BATCH_LIMIT)))
         done = hosted.closed and (not events or events[-1][0] == hosted.next_seq - 1)
-        return Batch(events=events, closed=done)
+        return Batch(events=events, closed=done, epoch=self._epoch)
 
 
 def _ignore(event: ExecutionEvent) -> None:

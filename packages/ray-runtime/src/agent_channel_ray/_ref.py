@@ -28,6 +28,7 @@ from agent_channel import (
     ExecutionEvent,
     ExecutionFinished,
     ExecutionSnapshot,
+    MessageAppended,
     Resolver,
     Subscriber,
     TurnState,
@@ -215,29 +216,32 @@ class RayRef:
         """The state now, and ``callback`` for every event after it, in order, on a thread of
         this ref's own. Returns the unsubscribe function too."""
         snapshot = self.snapshot()
-        return snapshot, self._follow(snapshot.seq, callback, closed=snapshot.closed)
+        told = [m.id for m in snapshot.messages]
+        return snapshot, self._follow(snapshot.seq, callback, closed=snapshot.closed, told=told)
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """``callback`` for every event from now on; returns an unsubscribe function."""
         return self.watch(callback)[1]
 
-    def _follow(self, seq: int, callback: Subscriber, *, closed: bool) -> Callable[[], None]:
+    def _follow(
+        self, seq: int, callback: Subscriber, *, closed: bool, told: list[str]
+    ) -> Callable[[], None]:
+        """``told``: the id of each message of the conversation as the callback knows it
+        (kept to resync it after a restart; one id a message, as the conversation's own)."""
         stop = threading.Event()
 
         def pump() -> None:
             after = seq
+            epoch: str | None = None  # the host's incarnation the watcher follows
             while not stop.is_set():
                 try:
                     batch: Batch = ray.get(self._host.events.remote(self._id, after, POLL_WAIT))
                 except RayActorError as exc:  # the host died: the execution ended with it
                     if not stop.is_set() and _back(self._host):  # restarted: from its state
-                        try:
-                            snapshot = self.snapshot()
-                        except Exception:
+                        restored = resync()
+                        if restored is None:
                             return
-                        if snapshot.closed:
-                            return
-                        after = snapshot.seq
+                        after, epoch = restored, None
                         continue
                     if not stop.is_set():  # freed once ended (the registry kept how), or died
                         died = ExecutionFinished(error=f"its actor died: {_first_line(exc)}")
@@ -245,6 +249,13 @@ class RayRef:
                     return
                 except BaseException:  # the driver shut down: nothing follows
                     return
+                if epoch is not None and batch.epoch != epoch:  # restarted between two polls
+                    restored = resync()
+                    if restored is None:
+                        return
+                    after, epoch = restored, batch.epoch
+                    continue
+                epoch = batch.epoch
                 if batch.lost:
                     log.warning("watcher of %s fell behind the host's log; stopped", self._id)
                     return
@@ -252,9 +263,23 @@ class RayRef:
                     if stop.is_set():
                         return
                     after = number + 1
+                    if isinstance(event, MessageAppended) and not _told(told, event):
+                        continue  # known: the restored run announcing its conversation again
                     _deliver(callback, event, self._id)
                 if batch.closed:
                     return
+
+        def resync() -> int | None:
+            """The restarted host's state told; the number of its next event (``None``: the
+            execution is over, or the host gone)."""
+            try:
+                snapshot = self.snapshot()
+            except Exception:
+                return None
+            if snapshot.closed:
+                return None
+            _resync(told, snapshot.messages, callback, self._id)
+            return snapshot.seq
 
         if not closed:
             threading.Thread(target=pump, name=f"ray-watch-{self._id}", daemon=True).start()
@@ -324,6 +349,35 @@ def _final(execution_id: str) -> ExecutionFinished | None:
 
 def _nothing() -> None:
     return None
+
+
+def _told(known: list[str], event: MessageAppended) -> bool:
+    """Keep ``known`` (the message ids a watcher was told, by index) as ``event`` changes it;
+    ``False`` if the watcher knows it already (that message at that index)."""
+    if event.index < len(known):
+        if known[event.index] == event.message.id:
+            return False
+        known[event.index] = event.message.id
+    elif event.index == len(known):
+        known.append(event.message.id)
+    return True
+
+
+def _resync(
+    known: list[str], restored: tuple[ChatMessage, ...], callback: Subscriber, execution_id: str
+) -> None:
+    """After a restart, tell the watcher the restored conversation from the first message
+    it does not know: what the restore added before its snapshot (a call "interrupted by a
+    restart", a child "lost in a restart"), or what replaced messages said but never
+    checkpointed. Without it the watcher's conversation stops at the kill (D6)."""
+    first = next(
+        (i for i, (was, now) in enumerate(zip(known, restored, strict=False)) if was != now.id),
+        min(len(known), len(restored)),
+    )
+    for index in range(first, len(restored)):
+        event = MessageAppended(message=restored[index], index=index)
+        _told(known, event)
+        _deliver(callback, event, execution_id)
 
 
 def _deliver(callback: Subscriber, event: ExecutionEvent, execution_id: str) -> None:

@@ -98,12 +98,14 @@ class Batch:
     """Events after a sequence number, as a watcher polls them (see ``ExecutionHost.events``).
 
     ``lost`` is true when the host's bounded log no longer holds the first one asked for: the
-    watcher fell too far behind and must take a fresh snapshot.
+    watcher fell too far behind and must take a fresh snapshot. ``epoch``: the host actor's
+    incarnation (new at each restart: its numbers start again, the watcher resyncs).
     """
 
     events: tuple[tuple[int, ExecutionEvent], ...]
     closed: bool
     lost: bool = False
+    epoch: str = ""
 
 
 @dataclass(frozen=True, slots=True)
