@@ -86,6 +86,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # xdist hands out groups in the order they first appear (--no-loadscope-reorder, in
     # pyproject.toml): the Ray group, the run's longest, first; then the files as collected,
     # the ACP suites (heavy) before the packages' unit tests (light), which fill the tail.
+    # Within it the Ray package's tests go first: their session's cluster is then the one
+    # every later module reuses, never shut down and started again in the process (a
+    # `ray.shutdown()` between modules once took its worker down, in CI).
+    ray.sort(key=lambda item: not item.nodeid.startswith("packages/ray-runtime/"))
     items[:] = ray + rest
 
 
