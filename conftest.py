@@ -28,6 +28,13 @@ RAY_FIXTURES = frozenset({"cluster", "address", "pool", "agent_host"})
 """Fixtures that start a cluster (``agent_host`` does for its ``[ray]`` parameter)."""
 RAY_FILES = ("packages/ray-runtime/", "tests/acp/attach/test_serve_ray.py")
 """Where every test starts a cluster; elsewhere, a test's ``ray`` parameter says so."""
+OWN_CLUSTERS = tuple(
+    f"packages/ray-runtime/tests/test_{name}.py"
+    for name in ("node_death", "security", "cluster", "example")
+)
+"""Files whose tests start clusters of their own in other processes (heads, nodes, owners):
+their group runs beside the one that shares this process's cluster."""
+RAY_GROUPS = ("ray-nodes", "ray")
 
 
 def _uses_ray(item: pytest.Item) -> bool:
@@ -41,12 +48,15 @@ def _uses_ray(item: pytest.Item) -> bool:
 
 
 def group_of(nodeid: str) -> str:
-    """A test's xdist group, from its id alone (all the controller sees): ``ray`` for the
-    tests that start a cluster, else its file. Collection checks every test that
+    """A test's xdist group, from its id alone (all the controller sees): ``ray-nodes``
+    for :data:`OWN_CLUSTERS`, ``ray`` for the other tests that start a cluster (they share
+    one in their worker), else its file. Collection checks every test that
     :func:`_uses_ray` is in it, so a new Ray test outside :data:`RAY_FILES` without a
     ``ray`` parameter is a collection error, not a second cluster started beside the first."""
     file, _, rest = nodeid.partition("::")
     params = rest[rest.index("[") + 1 : -1] if rest.endswith("]") and "[" in rest else ""
+    if file.startswith(OWN_CLUSTERS):
+        return "ray-nodes"
     if file.startswith(RAY_FILES) or "ray" in params.split("-"):
         return "ray"
     return file
@@ -74,7 +84,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ray: list[pytest.Item] = []
     rest: list[pytest.Item] = []
     for item in items:
-        in_group = group_of(item.nodeid) == "ray"  # a Ray file's other tests ride along
+        group = group_of(item.nodeid)
+        in_group = group in RAY_GROUPS  # a Ray file's other tests ride along
         if _uses_ray(item) and not in_group:
             raise pytest.UsageError(
                 f"{item.nodeid} starts a Ray cluster outside the Ray group: add its file to "
@@ -82,20 +93,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             )
         (ray if in_group else rest).append(item)
         if in_group:
-            item.user_properties.append(("group", "ray"))  # for the summary below
+            item.user_properties.append(("group", group))  # for the summary below
     # xdist hands out groups in the order they first appear (--no-loadscope-reorder, in
     # pyproject.toml): the Ray group, the run's longest, first; then the files as collected,
     # the ACP suites (heavy) before the packages' unit tests (light), which fill the tail.
-    # Within it the Ray package's tests go first: their session's cluster is then the one
-    # every later module reuses, never shut down and started again in the process (a
-    # `ray.shutdown()` between modules once took its worker down, in CI).
-    ray.sort(key=lambda item: not item.nodeid.startswith("packages/ray-runtime/"))
+    # In the `ray` group the ACP modules (a cluster each, shut down after) go before the
+    # Ray package's tests (one cluster for the session): a module reusing the session's
+    # cluster sees what earlier tests left running on it, and the ACP tests count what runs.
+    ray.sort(
+        key=lambda item: (
+            group_of(item.nodeid) != "ray-nodes",
+            item.nodeid.startswith("packages/ray-runtime/"),
+        )
+    )
     items[:] = ray + rest
 
 
 _busy: dict[str, float] = {}
 """Seconds each xdist worker spent in tests (setup, call, teardown), read on the controller."""
-_ray_worker: set[str] = set()
+_ray_worker: dict[str, str] = {}
+"""The Ray group each worker ran, if any."""
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -104,8 +121,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         return
     worker = str(node.gateway.id)
     _busy[worker] = _busy.get(worker, 0.0) + report.duration
-    if ("group", "ray") in report.user_properties:
-        _ray_worker.add(worker)
+    for key, value in report.user_properties:
+        if key == "group":
+            _ray_worker[worker] = str(value)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -113,7 +131,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     worker, or all of them)."""
     if _busy:
         each = ", ".join(
-            f"{w} {s:.0f} s{' (Ray group)' if w in _ray_worker else ''}"
+            f"{w} {s:.0f} s{f' ({_ray_worker[w]})' if w in _ray_worker else ''}"
             for w, s in sorted(_busy.items())
         )
         terminalreporter.write_line(f"time in tests per worker: {each}")
