@@ -129,7 +129,7 @@ async def durable_inbox() -> int:
         ch.checkpoint()
 
 
-async def durable_echo() -> None:
+async def durable_echo(*, note_on_restore: bool = False) -> None:
     """Answer each message with ``echo: TEXT``, going on from its store (a checkpoint after
     each batch). ``block GATE`` holds the host's event loop, synchronously, until the file
     ``GATE`` exists (``GATE.blocked`` says it holds it): a call to the host waits meanwhile,
@@ -145,6 +145,8 @@ async def durable_echo() -> None:
         messages.append(message)
         ch.publish(MessageAppended(message=message, index=len(messages) - 1))
 
+    if note_on_restore and restored is not None:
+        say(ChatMessageUser(content="noted on restore"))
     while True:
         for item in await ch.receive():
             if not isinstance(item, UserMessage):
@@ -198,25 +200,7 @@ def durable_tool_agent() -> object:
 
 
 async def durable_noted() -> None:
-    """``durable_echo`` without ``block``, whose restore adds a message of its own (``noted
-    on restore``, as a loop's "interrupted by a restart" result) before its first await: so
-    before any watcher's snapshot of the restored execution."""
-    from agent_channel import ChatMessageAssistant
-
-    ch = agent_channel()
-    restored = ch.restored
-    messages: list[ChatMessage] = list(restored.messages) if restored is not None else []
-    ch.share(messages)
-
-    def say(message: ChatMessage) -> None:
-        messages.append(message)
-        ch.publish(MessageAppended(message=message, index=len(messages) - 1))
-
-    if restored is not None:
-        say(ChatMessageUser(content="noted on restore"))
-    while True:
-        for item in await ch.receive():
-            if isinstance(item, UserMessage):
-                say(ChatMessageUser(content=item.text))
-                say(ChatMessageAssistant(content=f"echo: {item.text}"))
-        ch.checkpoint()
+    """``durable_echo`` whose restore adds a message of its own (``noted on restore``, as a
+    loop's "interrupted by a restart" result) before its first await: so before any
+    watcher's snapshot of the restored execution."""
+    await durable_echo(note_on_restore=True)
